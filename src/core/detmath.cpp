@@ -1,0 +1,73 @@
+#include "core/detmath.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace chunkinv::detmath {
+namespace {
+
+// ln 2 split so that n * kLn2Hi is exact for |n| < 2^11.
+constexpr double kLn2Hi = 0x1.62e42fefa3800p-1;
+constexpr double kLn2Lo = 0x1.ef35793c76730p-45;
+
+// e^r for |r| <= 0.35: Taylor series to degree 14 (truncation < 1e-18).
+double exp_reduced(double r) {
+  double term = 1.0, sum = 1.0;
+  for (int k = 1; k <= 14; ++k) {
+    term = term * r / k;
+    sum += term;
+  }
+  return sum;
+}
+
+}  // namespace
+
+double exp(double x) {
+  if (std::isnan(x)) return x;
+  if (x > 709.79) return INFINITY;
+  if (x < -745.2) return 0.0;
+  const double n = std::nearbyint(x / (kLn2Hi + kLn2Lo));
+  const double r = (x - n * kLn2Hi) - n * kLn2Lo;
+  // Scale in two steps so that results in the subnormal range round once.
+  const int ni = static_cast<int>(n);
+  if (ni < -1021) return std::ldexp(std::ldexp(exp_reduced(r), ni + 60), -60);
+  return std::ldexp(exp_reduced(r), ni);
+}
+
+double exp2(double x) {
+  if (std::isnan(x)) return x;
+  if (x >= 1024.0) return INFINITY;
+  if (x < -1075.0) return 0.0;
+  const double n = std::nearbyint(x);
+  const double f = x - n;  // exact, |f| <= 0.5
+  // 2^f = e^(f ln 2); f ln 2 formed in two parts keeps the error near 1 ulp.
+  const double r = f * kLn2Hi + f * kLn2Lo;
+  const int ni = static_cast<int>(n);
+  if (ni < -1021) return std::ldexp(std::ldexp(exp_reduced(r), ni + 60), -60);
+  return std::ldexp(exp_reduced(r), ni);
+}
+
+double log(double x) {
+  if (std::isnan(x) || x < 0.0) return std::numeric_limits<double>::quiet_NaN();
+  if (x == 0.0) return -INFINITY;
+  if (std::isinf(x)) return x;
+  int e = 0;
+  double m = std::frexp(x, &e);  // m in [0.5, 1)
+  if (m < 0.70710678118654752) {
+    m *= 2.0;
+    e -= 1;
+  }
+  // log m = 2 atanh(s), s = (m - 1)/(m + 1), |s| <= 0.1716.
+  const double s = (m - 1.0) / (m + 1.0);
+  const double s2 = s * s;
+  double term = s, sum = 0.0;
+  for (int k = 0; k < 14; ++k) {
+    sum += term / (2 * k + 1);
+    term *= s2;
+  }
+  return e * kLn2Hi + (e * kLn2Lo + 2.0 * sum);
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+}  // namespace chunkinv::detmath

@@ -1,0 +1,57 @@
+// Input families (SPEC §4): named generators of samples, each with its own
+// parameters as axes. A configuration is one point of the axis grid.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "inputs/sample.hpp"
+
+namespace chunkinv {
+
+struct Configuration {
+  std::string family;
+  int chunk = 16;
+  int dim = 128;
+  nlohmann::json params = nlohmann::json::object();  // the family's own axes, defaults filled in
+
+  // {"family", "chunk", "dim", <params>...}: the axes of a report entry (without "path").
+  nlohmann::json axes() const;
+  bool operator==(const Configuration& o) const { return axes() == o.axes(); }
+};
+
+struct FamilyParam {
+  std::string name;
+  nlohmann::json default_value;  // null: no default (the parameter is optional)
+  std::string help;
+};
+
+class Family {
+ public:
+  virtual ~Family() = default;
+  virtual std::string name() const = 0;
+  virtual std::string description() const = 0;
+  virtual std::vector<FamilyParam> params() const = 0;
+  // Throws UsageError naming the culprit when the configuration is invalid.
+  virtual void validate(const Configuration& c) const;
+  // Sample `index` of `seed`: a pure function of its arguments.
+  virtual Sample make(const Configuration& c, uint64_t seed, uint64_t index) const = 0;
+  // Families backed by data hold a finite number of samples.
+  virtual std::optional<uint64_t> available_samples(const Configuration&) const { return std::nullopt; }
+  // Axes the family takes from its data (e.g. chunk and dim of a tensor file).
+  virtual void complete(Configuration&) const {}
+};
+
+const Family& find_family(const std::string& name);  // throws UsageError with a suggestion
+std::vector<std::string> family_names();
+
+// Helpers shared by the generated families.
+// Row `row` of a random key: d normals from stream kKeys, L2-normalised in
+// FP64, each entry rounded to BF16 (round to nearest even).
+void random_unit_key(uint64_t seed, uint64_t index, int row, int dim, double* out);
+
+}  // namespace chunkinv

@@ -1,0 +1,61 @@
+// The JSON report (schema "chunkinv.report/1", docs/report-schema.md):
+// written atomically, read back with validation by table, check and plots.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "metrics/stats.hpp"
+
+namespace chunkinv {
+
+inline constexpr const char* kReportSchema = "chunkinv.report/1";
+
+// Finite numbers as JSON numbers; non-finite as the strings "inf", "-inf", "nan".
+nlohmann::json json_number(double v);
+// The inverse; throws UsageError on anything else.
+double number_from_json(const nlohmann::json& j);
+
+nlohmann::json stats_to_json(const Stats& s);
+Stats stats_from_json(const nlohmann::json& j);
+
+struct ReportEntry {
+  nlohmann::json axes;  // {"family", "chunk", "dim", "path", <family params>...}
+  uint64_t samples = 0;
+  uint64_t seed = 0;
+  std::map<std::string, Stats> metrics;
+  // Optional: metric name -> one value per sample (run --per-sample).
+  std::map<std::string, std::vector<double>> per_sample;
+};
+
+struct Report {
+  nlohmann::json meta = nlohmann::json::object();
+  std::vector<ReportEntry> results;
+};
+
+nlohmann::json report_to_json(const Report& r);
+// Throws UsageError("report FILE: <what is wrong>") for an unreadable,
+// malformed or foreign file.
+Report read_report(const std::string& path);
+
+// A file written all at once or not at all. The constructor checks that the
+// destination can be written (creating a temporary beside it) so that a run
+// fails before computing, not after; commit() writes and renames.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);  // throws UsageError naming the path
+  ~AtomicFile();                          // removes the temporary if not committed
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  void commit(const std::string& content);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, tmp_;
+  bool committed_ = false;
+};
+
+}  // namespace chunkinv
