@@ -1,0 +1,32 @@
+// A CPU model of Hopper's mma.sync m16n8k16 arithmetic, bit for bit
+// (SPEC §2 "emulated"; microsoft/MMA-Sim; Khattak & Mikaitis 2025).
+//
+// One output element d = c + sum_{k<16} a_k b_k: every product is exact; the
+// products and c are aligned to the largest exponent emax among them and
+// each is truncated toward zero at 2^(emax - 25); the truncated terms are
+// summed exactly; the sum is truncated to FP32 (BF16 inputs, FP32
+// accumulator) or rounded to nearest even to FP16 (FP16 accumulator), where
+// a result of zero is +0. NaN inputs, inf*0 and inf-inf give NaN.
+//
+// Values are passed as doubles holding exact BF16/FP16/FP32 values.
+#pragma once
+#include "core/matrix.hpp"
+
+namespace chunkinv::tc {
+
+inline constexpr int kAlignBits = 25;  // fraction bits kept below emax (measured, SPEC §2)
+
+enum class Accum { kFP32, kFP16 };
+
+// One k-block: c + sum_{k<16} a[k] * b[k * b_stride].
+double dot16(const double* a, const double* b, int b_stride, double c, Accum acc);
+
+// Matrix products as the kernel issues them: A (m x k) times B (k x n), all
+// dimensions multiples of 16; each output tile starts from a zero C operand
+// and chains its k-blocks in increasing order through C.
+// BF16 x BF16 -> FP32 accumulation (the L product).
+Mat matmul_bf16_f32(const Mat& a, const Mat& b);
+// FP16 x FP16 -> FP16 accumulation (the Neumann products).
+Mat matmul_f16(const Mat& a, const Mat& b);
+
+}  // namespace chunkinv::tc
