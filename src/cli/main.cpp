@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) cli::g_invocation.argv.emplace_back(argv[i]);
 
   CLI::App app{"chunkinv: precision lab for the intra-chunk triangular inverse (I + L)^-1"};
-  app.set_version_flag("--version", std::string(CHUNKINV_VERSION) + " (" + CHUNKINV_GIT_COMMIT + ")");
+  app.set_version_flag("--version", std::string(CHUNKINV_VERSION) + " (" + CHUNKINV_GIT_COMMIT_STR + ")");
   app.require_subcommand(1);
   cli::set_run_command(app);
   cli::set_info_command(app);

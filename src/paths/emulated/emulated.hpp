@@ -1,5 +1,6 @@
 // The emulated path: SPEC §2 "kernel" step by step on the CPU.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "core/matrix.hpp"
@@ -16,5 +17,7 @@ Mat kernel_l(const Sample& s, const std::vector<double>& decay, const std::vecto
 NeumannRun neumann(const Mat& l, bool keep_powers);
 // The whole path for one sample.
 PathOutput run(const Sample& s, const GoldOutput& gold, bool keep_powers);
+
+std::unique_ptr<Path> make_path();
 
 }  // namespace chunkinv::emulated

@@ -1,0 +1,170 @@
+// The generated families of SPEC §4 and the registry of all families.
+#include <cmath>
+#include <fmt/format.h>
+
+#include "core/detmath.hpp"
+#include "core/error.hpp"
+#include "core/fp.hpp"
+#include "core/rng.hpp"
+#include "inputs/family.hpp"
+#include "inputs/data_families.hpp"
+
+namespace chunkinv {
+
+nlohmann::json Configuration::axes() const {
+  nlohmann::json a = {{"family", family}, {"chunk", chunk}, {"dim", dim}};
+  for (const auto& [k, v] : params.items()) a[k] = v;
+  return a;
+}
+
+void random_unit_key(uint64_t seed, uint64_t index, int row, int dim, double* out) {
+  const Rng rng(seed, index, Stream::kKeys);
+  double norm2 = 0.0;
+  for (int c = 0; c < dim; ++c) {
+    out[c] = rng.normal(static_cast<uint64_t>(row) * static_cast<uint64_t>(dim) + c);
+    norm2 += out[c] * out[c];
+  }
+  const double norm = std::sqrt(norm2);
+  for (int c = 0; c < dim; ++c) out[c] = bf16(out[c] / norm);
+}
+
+namespace {
+
+double param(const Configuration& c, const char* name) { return c.params.at(name).get<double>(); }
+
+void require_negative(const Configuration& c, const char* name) {
+  if (!c.params.contains(name) || !c.params[name].is_number())
+    throw UsageError(fmt::format("axis {} of family {} must be a number", name, c.family));
+  const double v = param(c, name);
+  if (!(v < 0.0) || !std::isfinite(v))
+    throw UsageError(fmt::format("axis {} = {} must be a finite number < 0", name, c.params[name].dump()));
+}
+
+Sample blank(const Configuration& c) {
+  Sample s;
+  s.chunk = c.chunk;
+  s.dim = c.dim;
+  s.keys.resize(static_cast<size_t>(c.chunk) * c.dim);
+  s.g.resize(c.chunk);
+  s.beta.resize(c.chunk);
+  return s;
+}
+
+void random_keys(Sample& s, uint64_t seed, uint64_t index) {
+  for (int r = 0; r < s.chunk; ++r) random_unit_key(seed, index, r, s.dim, s.keys.data() + static_cast<size_t>(r) * s.dim);
+}
+
+void random_beta(Sample& s, uint64_t seed, uint64_t index) {
+  const Rng rng(seed, index, Stream::kBeta);
+  for (int t = 0; t < s.chunk; ++t) s.beta[t] = detmath::sigmoid(rng.normal(t));
+}
+
+class FloorFamily : public Family {
+ public:
+  std::string name() const override { return "floor"; }
+  std::string description() const override {
+    return "random normalised keys; every g_t = decay_floor; beta = sigmoid(N(0,1))";
+  }
+  std::vector<FamilyParam> params() const override {
+    return {{"decay_floor", -5.0, "the constant log-decay of every token (< 0)"}};
+  }
+  void validate(const Configuration& c) const override {
+    Family::validate(c);
+    require_negative(c, "decay_floor");
+  }
+  Sample make(const Configuration& c, uint64_t seed, uint64_t index) const override {
+    Sample s = blank(c);
+    random_keys(s, seed, index);
+    std::fill(s.g.begin(), s.g.end(), param(c, "decay_floor"));
+    random_beta(s, seed, index);
+    return s;
+  }
+};
+
+class WeakDecayCorrelatedFamily : public Family {
+ public:
+  std::string name() const override { return "weak_decay_correlated"; }
+  std::string description() const override {
+    return "one random normalised key repeated C times; g_t = log_decay; beta_t = beta";
+  }
+  std::vector<FamilyParam> params() const override {
+    return {{"log_decay", -0.01, "the constant log-decay of every token (< 0)"},
+            {"beta", 0.5, "the constant beta of every token, in (0, 1)"}};
+  }
+  void validate(const Configuration& c) const override {
+    Family::validate(c);
+    require_negative(c, "log_decay");
+    const double b = c.params.contains("beta") && c.params["beta"].is_number() ? param(c, "beta") : NAN;
+    if (!(b > 0.0 && b < 1.0)) throw UsageError(fmt::format("axis beta = {} must lie in (0, 1)", c.params.value("beta", nlohmann::json()).dump()));
+  }
+  Sample make(const Configuration& c, uint64_t seed, uint64_t index) const override {
+    Sample s = blank(c);
+    random_unit_key(seed, index, 0, s.dim, s.keys.data());
+    for (int r = 1; r < s.chunk; ++r)
+      std::copy(s.keys.begin(), s.keys.begin() + s.dim, s.keys.begin() + static_cast<ptrdiff_t>(r) * s.dim);
+    std::fill(s.g.begin(), s.g.end(), param(c, "log_decay"));
+    std::fill(s.beta.begin(), s.beta.end(), param(c, "beta"));
+    return s;
+  }
+};
+
+class ModelLikeFamily : public Family {
+ public:
+  std::string name() const override { return "model_like"; }
+  std::string description() const override {
+    return "random normalised keys; g_t = decay_floor * sigmoid(N(0,1)) (the K3 safe gate); beta = sigmoid(N(0,1))";
+  }
+  std::vector<FamilyParam> params() const override {
+    return {{"decay_floor", -5.0, "the gate's lower bound (< 0)"}};
+  }
+  void validate(const Configuration& c) const override {
+    Family::validate(c);
+    require_negative(c, "decay_floor");
+  }
+  Sample make(const Configuration& c, uint64_t seed, uint64_t index) const override {
+    Sample s = blank(c);
+    random_keys(s, seed, index);
+    const Rng gate(seed, index, Stream::kGate);
+    const double floor = param(c, "decay_floor");
+    for (int t = 0; t < s.chunk; ++t) s.g[t] = floor * detmath::sigmoid(gate.normal(t));
+    random_beta(s, seed, index);
+    return s;
+  }
+};
+
+const std::vector<std::unique_ptr<Family>>& registry() {
+  static const std::vector<std::unique_ptr<Family>> all = [] {
+    std::vector<std::unique_ptr<Family>> v;
+    v.push_back(std::make_unique<FloorFamily>());
+    v.push_back(std::make_unique<WeakDecayCorrelatedFamily>());
+    v.push_back(std::make_unique<ModelLikeFamily>());
+    // Families backed by data register here (one line each).
+    v.push_back(make_file_family());
+    v.push_back(make_real_gates_family());
+    return v;
+  }();
+  return all;
+}
+
+}  // namespace
+
+void Family::validate(const Configuration& c) const {
+  if (c.chunk < 2 || c.chunk > 64) throw UsageError(fmt::format("axis chunk = {} is outside 2..64", c.chunk));
+  if (c.dim < 1 || c.dim > 4096) throw UsageError(fmt::format("axis dim = {} is outside 1..4096", c.dim));
+}
+
+const Family& find_family(const std::string& name) {
+  for (const auto& f : registry())
+    if (f->name() == name) return *f;
+  const std::string near = nearest_of(name, family_names());
+  throw UsageError(near.empty() ? fmt::format("unknown family \"{}\"", name)
+                                : fmt::format("unknown family \"{}\" (did you mean \"{}\"?)", name, near));
+}
+
+std::vector<std::string> family_names() {
+  std::vector<std::string> n;
+  for (const auto& f : registry()) n.push_back(f->name());
+  return n;
+}
+
+}  // namespace chunkinv

@@ -1,0 +1,41 @@
+#include "paths/gold/gold.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "core/detmath.hpp"
+
+namespace chunkinv {
+
+Mat unit_lower_inverse(const Mat& l) {
+  const Eigen::Index c = l.rows();
+  const Mat a = Mat::Identity(c, c) + l;
+  return a.triangularView<Eigen::UnitLower>().solve(Mat::Identity(c, c));
+}
+
+GoldOutput compute_gold(const Sample& s) {
+  const int c = s.chunk;
+  std::vector<double> cum(c);
+  double acc = 0.0;
+  for (int t = 0; t < c; ++t) cum[t] = acc += s.g[t];
+  GoldOutput out;
+  out.L = Mat::Zero(c, c);
+  for (int i = 1; i < c; ++i) {
+    for (int j = 0; j < i; ++j) {
+      double dot = 0.0;  // one summation order on every platform
+      for (int k = 0; k < s.dim; ++k) dot += s.key(i, k) * s.key(j, k);
+      out.L(i, j) = s.beta[i] * dot * detmath::exp(std::min(cum[i] - cum[j], 0.0));
+    }
+  }
+  out.inv = unit_lower_inverse(out.L);
+  return out;
+}
+
+std::string gold_arithmetic() {
+  return "FP64 from the BF16 keys: L_ij = beta_i (k_i.k_j) exp(min(G_i - G_j, 0)), G cumulated "
+         "in FP64; inverse by unit-lower triangular solve (Eigen) in FP64";
+}
+
+}  // namespace chunkinv
