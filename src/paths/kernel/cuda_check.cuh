@@ -1,0 +1,26 @@
+// One error check for every CUDA runtime and cuBLAS call: a failure becomes
+// a std::runtime_error naming the call and its file:line.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+namespace chunkinv::gpu::detail {
+
+[[noreturn]] inline void fail(const std::string& what, const char* call, const char* file, int line) {
+  throw std::runtime_error(what + " in " + call + " at " + file + ":" + std::to_string(line));
+}
+inline void check(cudaError_t e, const char* call, const char* file, int line) {
+  if (e != cudaSuccess) fail(std::string("CUDA error ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")", call, file, line);
+}
+inline void check(cublasStatus_t s, const char* call, const char* file, int line) {
+  if (s != CUBLAS_STATUS_SUCCESS) fail(std::string("cuBLAS error ") + cublasGetStatusName(s), call, file, line);
+}
+
+}  // namespace chunkinv::gpu::detail
+
+#define CUDA_CHECK(call) ::chunkinv::gpu::detail::check((call), #call, __FILE__, __LINE__)
+// After a launch: the launch's own error, then (where asked) its completion.
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

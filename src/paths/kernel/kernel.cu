@@ -1,0 +1,506 @@
+// The `kernel` path (SPEC §2 "kernel"): FlashKDA v1's K1 arithmetic with the
+// real instructions. Its slow, obvious reference is the emulated path
+// (paths/emulated), which tests/test_gpu_kernel.cpp compares bit for bit.
+//
+// One warp runs one task: either a whole sample (decays, scaled keys, L,
+// Neumann) or the Neumann arithmetic alone on a given FP16 matrix (the
+// `stable` run on fp16(gold L)). Everything of a task lives in the warp's
+// slice of shared memory; the chunk is zero-padded to a multiple of 16.
+// Eigen (through core/matrix.hpp) calls constexpr host functions from host-device code.
+#pragma nv_diag_suppress 20015
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/fp.hpp"
+#include "core/thread_pool.hpp"
+#include "paths/gpu.hpp"
+#include "paths/kernel/cuda_check.cuh"
+#include "paths/kernel/kernel_launch.cuh"
+#include "paths/kernel/ptx.cuh"
+#include "paths/kernel/staging.cuh"
+
+namespace chunkinv::gpu {
+namespace {
+
+constexpr int kWarpsPerBlockMax = 8;
+constexpr int kBlockSmemBudget = 96 * 1024;  // two blocks fit an SM's 228 KB
+constexpr uint16_t kF16One = 0x3C00;
+constexpr double kLog2e = 1.4426950408889634;  // log2(e), the double nearest
+
+// Row strides in 16-bit elements, padded by 8 (16 bytes) so that the eight
+// rows a fragment load touches fall into distinct banks.
+__host__ __device__ inline int key_stride(int dim) { return dim + 8; }
+__host__ __device__ inline int mat_stride(int cp) { return cp + 8; }
+
+struct WarpSmem {
+  uint16_t* kd;     // cp x key_stride, BF16
+  uint16_t* ki;     // cp x key_stride, BF16
+  uint16_t* mat[4]; // cp x mat_stride, FP16: L/P, INV, and the two being formed
+  uint16_t* decay;  // cp, BF16
+  uint16_t* inv;    // cp, BF16
+  uint16_t* beta;   // cp, FP16
+  float* g2;        // cp, the running FP32 sum G2
+};
+
+__host__ __device__ inline size_t warp_smem_bytes(int cp, int dim, bool full) {
+  size_t b = 4 * size_t(cp) * mat_stride(cp) * 2 + 3 * size_t(cp) * 2 + size_t(cp) * 4;
+  if (full) b += 2 * size_t(cp) * key_stride(dim) * 2;
+  return (b + 15) / 16 * 16;
+}
+
+__device__ inline WarpSmem carve(char* base, int cp, int dim, bool full) {
+  WarpSmem s;
+  char* p = base;
+  for (auto& m : s.mat) { m = reinterpret_cast<uint16_t*>(p); p += size_t(cp) * mat_stride(cp) * 2; }
+  s.g2 = reinterpret_cast<float*>(p); p += size_t(cp) * 4;
+  s.decay = reinterpret_cast<uint16_t*>(p); p += size_t(cp) * 2;
+  s.inv = reinterpret_cast<uint16_t*>(p); p += size_t(cp) * 2;
+  s.beta = reinterpret_cast<uint16_t*>(p); p += size_t(cp) * 2;
+  p = base + (((p - base) + 15) / 16 * 16);
+  s.kd = full ? reinterpret_cast<uint16_t*>(p) : nullptr;
+  if (full) p += size_t(cp) * key_stride(dim) * 2;
+  s.ki = full ? reinterpret_cast<uint16_t*>(p) : nullptr;
+  return s;
+}
+
+__device__ inline uint32_t ld32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+__device__ inline void st32(uint16_t* p, uint32_t v) { *reinterpret_cast<uint32_t*>(p) = v; }
+
+// A fragment of the 16x16 block at (r0, c0) of a row-major matrix.
+__device__ inline void load_a(uint32_t a[4], const uint16_t* m, int stride, int r0, int c0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const uint16_t* p = m + (r0 + g) * stride + c0 + 2 * t;
+  a[0] = ld32(p);
+  a[1] = ld32(p + 8 * stride);
+  a[2] = ld32(p + 8);
+  a[3] = ld32(p + 8 * stride + 8);
+}
+// B fragment (16 x 8, k x n) where B[k][n] = m[n0 + n][k0 + k]: rows of m are columns of B.
+__device__ inline void load_b_rows(uint32_t b[2], const uint16_t* m, int stride, int k0, int n0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const uint16_t* p = m + (n0 + g) * stride + k0 + 2 * t;
+  b[0] = ld32(p);
+  b[1] = ld32(p + 8);
+}
+// B fragment where B[k][n] = m[k0 + k][n0 + n] (m row-major, k down the rows).
+__device__ inline void load_b(uint32_t b[2], const uint16_t* m, int stride, int k0, int n0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const uint16_t* p = m + (k0 + 2 * t) * stride + n0 + g;
+  b[0] = ptx::pack2(p[0], p[stride]);
+  b[1] = ptx::pack2(p[8 * stride], p[9 * stride]);
+}
+
+// |x| for the power maximum; any non-finite entry makes it +inf.
+__device__ inline float magnitude(uint16_t h) {
+  const float v = fabsf(ptx::f16_to_f32(h));
+  return (h & 0x7C00) == 0x7C00 ? INFINITY : v;
+}
+__device__ inline float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// D = A * B (+ Add), all cp x cp FP16 in shared memory, through
+// mma.m16n8k16 with FP16 accumulation: each 16x8 output tile starts from a
+// zero C operand and chains every k-block, in increasing order, through C.
+__device__ void matmul_f16(uint16_t* d, const uint16_t* a, const uint16_t* b, const uint16_t* add, int cp,
+                           int lane) {
+  const int ms = mat_stride(cp);
+  const int g = lane >> 2, t = lane & 3;
+  for (int mi = 0; mi < cp; mi += 16) {
+    for (int nj = 0; nj < cp; nj += 8) {
+      uint32_t acc[2] = {0u, 0u};
+      for (int kb = 0; kb < cp; kb += 16) {
+        uint32_t fa[4], fb[2];
+        load_a(fa, a, ms, mi, kb, lane);
+        load_b(fb, b, ms, kb, nj, lane);
+        ptx::mma_f16_f16(acc, fa, fb, acc);
+      }
+      uint16_t* p = d + (mi + g) * ms + nj + 2 * t;
+      if (add) {
+        const uint16_t* q = add + (mi + g) * ms + nj + 2 * t;
+        acc[0] = ptx::add_rn_f16x2(ld32(q), acc[0]);
+        acc[1] = ptx::add_rn_f16x2(ld32(q + 8 * ms), acc[1]);
+      }
+      st32(p, acc[0]);
+      st32(p + 8 * ms, acc[1]);
+    }
+  }
+}
+
+__device__ float matrix_max(const uint16_t* m, int cp, int lane) {
+  const int ms = mat_stride(cp);
+  float v = 0.0f;
+  for (int e = lane; e < cp * cp; e += 32) v = fmaxf(v, magnitude(m[(e / cp) * ms + e % cp]));
+  return warp_max(v);
+}
+
+__device__ void store_matrix(uint16_t* out, const uint16_t* m, int chunk, int cp, int lane) {
+  const int ms = mat_stride(cp);
+  for (int e = lane; e < chunk * chunk; e += 32) out[e] = m[(e / chunk) * ms + e % chunk];
+}
+
+// Step 6 on the FP16 strict-lower L in s.mat[0]: INV = I - L, then while
+// 2p < C: P = P*P, INV = INV + INV*P.
+__device__ void neumann(WarpSmem& s, int chunk, int cp, int lane, uint16_t* inv_out, int* highest_power,
+                        float* power_max, uint16_t* powers_out) {
+  const int ms = mat_stride(cp);
+  uint16_t* P = s.mat[0];
+  uint16_t* INV = s.mat[1];
+  uint16_t* Pn = s.mat[2];
+  uint16_t* INVn = s.mat[3];
+  for (int e = lane; e < cp * cp; e += 32) {
+    const int r = e / cp, c = e % cp;
+    INV[r * ms + c] = ptx::sub_rn_f16(r == c ? kF16One : uint16_t(0), P[r * ms + c]);
+  }
+  __syncwarp();
+  float pmax = matrix_max(P, cp, lane);
+  const size_t csq = size_t(chunk) * chunk;
+  if (powers_out) store_matrix(powers_out, P, chunk, cp, lane);
+  int p = 1, q = 0;
+  while (2 * p < chunk) {
+    matmul_f16(Pn, P, P, nullptr, cp, lane);
+    __syncwarp();
+    uint16_t* t = P; P = Pn; Pn = t;
+    p *= 2;
+    ++q;
+    pmax = fmaxf(pmax, matrix_max(P, cp, lane));
+    if (powers_out) store_matrix(powers_out + q * csq, P, chunk, cp, lane);
+    matmul_f16(INVn, INV, P, INV, cp, lane);
+    __syncwarp();
+    t = INV; INV = INVn; INVn = t;
+  }
+  store_matrix(inv_out, INV, chunk, cp, lane);
+  if (lane == 0) {
+    *highest_power = p;
+    *power_max = pmax;
+  }
+}
+
+__global__ void kernel_path_kernel(KernelArgs args) {
+  extern __shared__ __align__(16) char smem[];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const long task = long(blockIdx.x) * (blockDim.x >> 5) + warp;
+  const int tasks = args.gold_l ? 2 * args.n : args.n;
+  if (task >= tasks) return;
+  const int C = args.chunk, cp = args.cp, d = args.dim;
+  const int ms = mat_stride(cp), ks = key_stride(d);
+  const bool full = task < args.n;
+  const long sample = full ? task : task - args.n;
+  WarpSmem s = carve(smem + size_t(warp) * args.warp_smem, cp, d, args.with_keys);
+  const size_t csq = size_t(C) * C;
+  uint16_t* powers = args.powers ? args.powers + size_t(task) * args.npow * csq : nullptr;
+
+  for (int e = lane; e < cp * ms; e += 32) s.mat[0][e] = 0;  // L, padding included, starts at +0
+  if (!full) {
+    __syncwarp();
+    const uint16_t* gl = args.gold_l + sample * csq;
+    for (int e = lane; e < int(csq); e += 32) s.mat[0][(e / C) * ms + e % C] = gl[e];
+    __syncwarp();
+    neumann(s, C, cp, lane, args.stable_inv + sample * csq, args.highest_power + task, args.power_max + task,
+            powers);
+    return;
+  }
+
+  // Steps 1-2: g2 = fp32(g * log2 e) with the product in FP64; G2 summed in
+  // FP32 in row order (one lane: the order is the arithmetic).
+  if (lane == 0) {
+    const double* g = args.g + sample * C;
+    float G2 = 0.0f;
+    for (int i = 0; i < C; ++i) {
+      G2 = __fadd_rn(G2, __double2float_rn(__dmul_rn(g[i], kLog2e)));
+      s.g2[i] = G2;
+    }
+  }
+  __syncwarp();
+  for (int i = lane; i < cp; i += 32) {
+    uint16_t dec = 0, inv = 0, beta = 0;
+    if (i < C) {
+      dec = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(s.g2[i]));
+      inv = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(-s.g2[i]));
+      beta = args.beta[sample * C + i];
+      args.decay[sample * C + i] = dec;
+      args.inv_decay[sample * C + i] = inv;
+    }
+    s.decay[i] = dec;
+    s.inv[i] = inv;
+    s.beta[i] = beta;
+  }
+  __syncwarp();
+
+  // Step 3: kd = bf16(k * decay), ki = bf16(k * inv_decay), each product rounded once.
+  const uint32_t* keys = reinterpret_cast<const uint32_t*>(args.keys + sample * C * size_t(d));
+  const int pairs = d / 2;
+  for (int e = lane; e < cp * pairs; e += 32) {
+    const int r = e / pairs, c = 2 * (e % pairs);
+    uint32_t kd = 0, ki = 0;
+    if (r < C) {
+      const uint32_t k = keys[e];
+      const uint16_t k0 = uint16_t(k & 0xFFFF), k1 = uint16_t(k >> 16);
+      kd = ptx::pack2(ptx::mul_rn_bf16(k0, s.decay[r]), ptx::mul_rn_bf16(k1, s.decay[r]));
+      ki = ptx::pack2(ptx::mul_rn_bf16(k0, s.inv[r]), ptx::mul_rn_bf16(k1, s.inv[r]));
+    }
+    st32(s.kd + r * ks + c, kd);
+    st32(s.ki + r * ks + c, ki);
+  }
+  __syncwarp();
+
+  // Steps 4-5: L = fp16(kd ki^T) through mma BF16 -> FP32, chained over d;
+  // strict lower part; L_ij = fp16(L_ij * fp16(beta_i)). Tiles wholly above
+  // the diagonal are discarded anyway, so they are not formed.
+  {
+    const int g = lane >> 2, t = lane & 3;
+    for (int mi = 0; mi < cp; mi += 16) {
+      for (int nj = 0; nj < mi + 16; nj += 8) {
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        for (int kb = 0; kb < d; kb += 16) {
+          uint32_t fa[4], fb[2];
+          load_a(fa, s.kd, ks, mi, kb, lane);
+          load_b_rows(fb, s.ki, ks, kb, nj, lane);
+          ptx::mma_bf16_f32(acc, fa, fb, acc);
+        }
+        for (int e = 0; e < 4; ++e) {
+          const int r = mi + g + (e >= 2 ? 8 : 0), c = nj + 2 * t + (e & 1);
+          uint16_t h = 0;
+          if (r < C && c < r) h = ptx::mul_rn_f16(ptx::cvt_rn_f16(acc[e]), s.beta[r]);
+          s.mat[0][r * ms + c] = h;
+        }
+      }
+    }
+  }
+  __syncwarp();
+  store_matrix(args.l + sample * csq, s.mat[0], C, cp, lane);
+  neumann(s, C, cp, lane, args.inv + sample * csq, args.highest_power + task, args.power_max + task, powers);
+}
+
+int g_padding_for_testing = 0;
+
+int neumann_powers(int chunk) {  // L, L^2, ..., L^highest
+  int n = 1;
+  for (int p = 1; 2 * p < chunk; p *= 2) ++n;
+  return n;
+}
+
+class KernelPath final : public Path {
+ public:
+  std::string name() const override { return "kernel"; }
+  std::string arithmetic() const override {
+    return "CUDA sm_90: G2 running FP32 sum of fp32(g*log2e); decay = cvt.rn.bf16(ex2.approx.ftz.f32(+-G2)); "
+           "kd, ki = mul.rn.bf16; L = cvt.rn.f16(mma.m16n8k16 bf16->f32 chained over d), strict lower, "
+           "mul.rn.f16 by fp16(beta); Neumann INV = I - L, P = mma f16.f16 (P,P), INV = INV + mma(INV,P) "
+           "(add.rn.f16x2); chunk zero-padded to a multiple of 16";
+  }
+
+  void run_batch(std::span<const Sample> samples, std::span<const GoldOutput> gold, std::span<PathOutput> out,
+                 ThreadPool& pool, bool keep_powers) override {
+    BatchTiming total;
+    size_t i = 0;
+    while (i < samples.size()) {  // runs of one shape
+      size_t j = i + 1;
+      while (j < samples.size() && samples[j].chunk == samples[i].chunk && samples[j].dim == samples[i].dim) ++j;
+      const BatchTiming t = run_group(samples.subspan(i, j - i), gold.empty() ? gold : gold.subspan(i, j - i),
+                                      out.subspan(i, j - i), pool, keep_powers);
+      total.upload_ms += t.upload_ms;
+      total.compute_ms += t.compute_ms;
+      total.download_ms += t.download_ms;
+      total.host_ms += t.host_ms;
+      i = j;
+    }
+    total.samples = long(samples.size());
+    detail::record_timing("kernel", total);
+  }
+
+ private:
+  BatchTiming run_group(std::span<const Sample> samples, std::span<const GoldOutput> gold,
+                        std::span<PathOutput> out, ThreadPool& pool, bool keep_powers) {
+    using namespace detail;
+    const auto t0 = std::chrono::steady_clock::now();
+    const int n = int(samples.size());
+    const int C = samples[0].chunk, d = samples[0].dim;
+    if (C < 2 || C > 64) throw UsageError("path kernel: chunk " + std::to_string(C) + " outside 2..64");
+    if (d <= 0 || d % 16 != 0) throw UsageError("path kernel: dim " + std::to_string(d) + " is not a multiple of 16");
+    const int cp = std::max((C + 15) / 16 * 16, g_padding_for_testing);
+    const bool stable = !gold.empty();
+    const int tasks = stable ? 2 * n : n;
+    const size_t csq = size_t(C) * C, cd = size_t(C) * d;
+    const int npow = neumann_powers(C);
+
+    KernelLaunch launch = plan_launch(cp, d);
+
+    // Pack the inputs (BF16 key bits, g, fp16(beta), fp16(gold L)).
+    uint16_t* h_keys = h_keys_.get(n * cd);
+    double* h_g = h_g_.get(size_t(n) * C);
+    uint16_t* h_beta = h_beta_.get(size_t(n) * C);
+    uint16_t* h_gold = stable ? h_gold_.get(n * csq) : nullptr;
+    constexpr size_t kBlock = 64;
+    const size_t blocks = (size_t(n) + kBlock - 1) / kBlock;
+    pool.parallel_for(blocks, [&](size_t b) {
+      for (size_t s = b * kBlock; s < std::min(size_t(n), (b + 1) * kBlock); ++s) {
+        const Sample& x = samples[s];
+        for (size_t e = 0; e < cd; ++e) h_keys[s * cd + e] = exact_bf16_bits(x.keys[e]);
+        for (int r = 0; r < C; ++r) {
+          h_g[s * C + r] = x.g[r];
+          h_beta[s * C + r] = fp16_bits(fp16(x.beta[r]));
+        }
+        if (stable)
+          for (int r = 0; r < C; ++r)
+            for (int c = 0; c < C; ++c) h_gold[s * csq + r * C + c] = fp16_bits(fp16(gold[s].L(r, c)));
+      }
+    });
+    const double pack_ms = wall_ms_since(t0);
+
+    KernelArgs a{};
+    a.n = n;
+    a.chunk = C;
+    a.dim = d;
+    a.cp = cp;
+    a.npow = npow;
+    a.with_keys = true;
+    a.warp_smem = launch.warp_smem;
+    a.keys = d_keys_.get(n * cd);
+    a.g = d_g_.get(size_t(n) * C);
+    a.beta = d_beta_.get(size_t(n) * C);
+    a.gold_l = stable ? d_gold_.get(n * csq) : nullptr;
+    a.decay = d_decay_.get(size_t(n) * C);
+    a.inv_decay = d_inv_decay_.get(size_t(n) * C);
+    a.l = d_l_.get(n * csq);
+    a.inv = d_inv_.get(n * csq);
+    a.stable_inv = stable ? d_stable_inv_.get(n * csq) : nullptr;
+    a.highest_power = d_hp_.get(tasks);
+    a.power_max = d_pmax_.get(tasks);
+    a.powers = keep_powers ? d_powers_.get(size_t(tasks) * npow * csq) : nullptr;
+
+    cudaStream_t st = nullptr;
+    timer_.mark(0, st);
+    CUDA_CHECK(cudaMemcpyAsync(const_cast<uint16_t*>(a.keys), h_keys, n * cd * 2, cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaMemcpyAsync(const_cast<double*>(a.g), h_g, size_t(n) * C * 8, cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaMemcpyAsync(const_cast<uint16_t*>(a.beta), h_beta, size_t(n) * C * 2, cudaMemcpyHostToDevice, st));
+    if (stable)
+      CUDA_CHECK(cudaMemcpyAsync(const_cast<uint16_t*>(a.gold_l), h_gold, n * csq * 2, cudaMemcpyHostToDevice, st));
+    timer_.mark(1, st);
+    launch_kernel_path(a, launch, tasks, st);
+    timer_.mark(2, st);
+
+    uint16_t* h_decay = h_decay_.get(size_t(n) * C);
+    uint16_t* h_inv_decay = h_inv_decay_.get(size_t(n) * C);
+    uint16_t* h_l = h_l_.get(n * csq);
+    uint16_t* h_inv = h_inv_.get(n * csq);
+    uint16_t* h_sinv = stable ? h_stable_inv_.get(n * csq) : nullptr;
+    int* h_hp = h_hp_.get(tasks);
+    float* h_pmax = h_pmax_.get(tasks);
+    uint16_t* h_powers = keep_powers ? h_powers_.get(size_t(tasks) * npow * csq) : nullptr;
+    CUDA_CHECK(cudaMemcpyAsync(h_decay, a.decay, size_t(n) * C * 2, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(h_inv_decay, a.inv_decay, size_t(n) * C * 2, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(h_l, a.l, n * csq * 2, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(h_inv, a.inv, n * csq * 2, cudaMemcpyDeviceToHost, st));
+    if (stable) CUDA_CHECK(cudaMemcpyAsync(h_sinv, a.stable_inv, n * csq * 2, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(h_hp, a.highest_power, size_t(tasks) * 4, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(h_pmax, a.power_max, size_t(tasks) * 4, cudaMemcpyDeviceToHost, st));
+    if (keep_powers)
+      CUDA_CHECK(cudaMemcpyAsync(h_powers, a.powers, size_t(tasks) * npow * csq * 2, cudaMemcpyDeviceToHost, st));
+    timer_.mark(3, st);
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    const auto t1 = std::chrono::steady_clock::now();
+
+    // Unpack: every value exact as a double.
+    const std::vector<double>& bf = bf16_values();
+    const std::vector<double>& hf = fp16_values();
+    auto matrix = [&](const uint16_t* src) {
+      Mat m(C, C);
+      for (int r = 0; r < C; ++r)
+        for (int c = 0; c < C; ++c) m(r, c) = hf[src[r * C + c]];
+      return m;
+    };
+    auto powers = [&](int task) {
+      std::vector<Mat> v;
+      for (int q = 0; q < npow; ++q) v.push_back(matrix(h_powers + (size_t(task) * npow + q) * csq));
+      return v;
+    };
+    pool.parallel_for(blocks, [&](size_t b) {
+      for (size_t s = b * kBlock; s < std::min(size_t(n), (b + 1) * kBlock); ++s) {
+        PathOutput& o = out[s];
+        o.decay.resize(C);
+        o.inv_decay.resize(C);
+        for (int r = 0; r < C; ++r) {
+          o.decay[r] = bf[h_decay[s * C + r]];
+          o.inv_decay[r] = bf[h_inv_decay[s * C + r]];
+        }
+        o.L = matrix(h_l + s * csq);
+        o.run.inv = matrix(h_inv + s * csq);
+        o.run.highest_power = h_hp[s];
+        o.run.power_max = h_pmax[s];
+        o.run.powers = keep_powers ? powers(int(s)) : std::vector<Mat>{};
+        if (stable) {
+          o.stable.inv = matrix(h_sinv + s * csq);
+          o.stable.highest_power = h_hp[n + s];
+          o.stable.power_max = h_pmax[n + s];
+          o.stable.powers = keep_powers ? powers(int(n + s)) : std::vector<Mat>{};
+        } else {
+          o.stable = NeumannRun{};
+        }
+      }
+    });
+
+    BatchTiming t;
+    t.upload_ms = timer_.ms(0, 1);
+    t.compute_ms = timer_.ms(1, 2);
+    t.download_ms = timer_.ms(2, 3);
+    t.host_ms = pack_ms + wall_ms_since(t1);
+    return t;
+  }
+
+  detail::EventTimer timer_;
+  detail::PinnedBuffer<uint16_t> h_keys_, h_beta_, h_gold_, h_decay_, h_inv_decay_, h_l_, h_inv_, h_stable_inv_,
+      h_powers_;
+  detail::PinnedBuffer<double> h_g_;
+  detail::PinnedBuffer<int> h_hp_;
+  detail::PinnedBuffer<float> h_pmax_;
+  detail::DeviceBuffer<uint16_t> d_keys_, d_beta_, d_gold_, d_decay_, d_inv_decay_, d_l_, d_inv_, d_stable_inv_,
+      d_powers_;
+  detail::DeviceBuffer<double> d_g_;
+  detail::DeviceBuffer<int> d_hp_;
+  detail::DeviceBuffer<float> d_pmax_;
+};
+
+}  // namespace
+
+KernelLaunch plan_launch(int cp, int dim) {
+  static int optin = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel_path_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v));
+    return v;
+  }();
+  KernelLaunch l;
+  l.warp_smem = warp_smem_bytes(cp, dim, true);
+  if (l.warp_smem > size_t(optin))
+    throw UsageError("path kernel: chunk " + std::to_string(cp) + " x dim " + std::to_string(dim) +
+                     " needs more shared memory than one block has");
+  l.warps = int(std::clamp<size_t>(kBlockSmemBudget / l.warp_smem, 1, kWarpsPerBlockMax));
+  return l;
+}
+
+void launch_kernel_path(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t st) {
+  const int blocks = (tasks + l.warps - 1) / l.warps;
+  kernel_path_kernel<<<blocks, 32 * l.warps, l.warps * l.warp_smem, st>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
+void set_kernel_padding_for_testing(int cp) {
+  if (cp != 0 && (cp % 16 != 0 || cp > 64)) throw UsageError("padding must be 16, 32, 48 or 64");
+  g_padding_for_testing = cp;
+}
+
+std::unique_ptr<Path> make_kernel_path() {
+  const std::string why = unavailable_reason();
+  if (!why.empty()) throw UsageError("path kernel needs a CUDA GPU: " + why);
+  return std::make_unique<KernelPath>();
+}
+
+}  // namespace chunkinv::gpu

@@ -1,0 +1,98 @@
+// Buffers that outlive one run_batch: device memory and pinned host memory
+// that only grow, and the exact double of every BF16/FP16 bit pattern.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "paths/kernel/cuda_check.cuh"
+#include "paths/kernel/gpu_timing.hpp"
+
+namespace chunkinv::gpu::detail {
+
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { if (p_) cudaFree(p_); }
+  T* get(size_t n) {  // at least n elements; contents undefined
+    if (n > cap_) {
+      if (p_) CUDA_CHECK(cudaFree(p_));
+      p_ = nullptr;
+      cap_ = 0;
+      CUDA_CHECK(cudaMalloc(&p_, std::max<size_t>(n, 1) * sizeof(T)));
+      cap_ = n;
+    }
+    return p_;
+  }
+  T* data() const { return p_; }
+
+ private:
+  T* p_ = nullptr;
+  size_t cap_ = 0;
+};
+
+template <class T>
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() { if (p_) cudaFreeHost(p_); }
+  T* get(size_t n) {
+    if (n > cap_) {
+      if (p_) CUDA_CHECK(cudaFreeHost(p_));
+      p_ = nullptr;
+      cap_ = 0;
+      CUDA_CHECK(cudaMallocHost(&p_, std::max<size_t>(n, 1) * sizeof(T)));
+      cap_ = n;
+    }
+    return p_;
+  }
+
+ private:
+  T* p_ = nullptr;
+  size_t cap_ = 0;
+};
+
+// Every 16-bit pattern's value (NaN patterns give NaN).
+const std::vector<double>& bf16_values();
+const std::vector<double>& fp16_values();
+// BF16 bits of a double that holds a BF16 value exactly (the keys): its float's top half.
+inline uint16_t exact_bf16_bits(double v) {
+  const float f = static_cast<float>(v);
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+void record_timing(const std::string& path, const BatchTiming& t);
+
+// Three events around upload, compute and download on one stream.
+class EventTimer {
+ public:
+  EventTimer() { for (auto& e : ev_) CUDA_CHECK(cudaEventCreate(&e)); }
+  ~EventTimer() { for (auto& e : ev_) cudaEventDestroy(e); }
+  void mark(int i, cudaStream_t s) { CUDA_CHECK(cudaEventRecord(ev_[i], s)); }
+  double ms(int from, int to) const {
+    float m = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&m, ev_[from], ev_[to]));
+    return m;
+  }
+
+ private:
+  cudaEvent_t ev_[4]{};
+};
+
+inline double wall_ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace chunkinv::gpu::detail
