@@ -1,9 +1,76 @@
-// Placeholder until the info command lands; it is replaced, not kept.
+// chunkinv info: what this build offers and what this machine can run.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.hpp"
 #include "core/error.hpp"
+#include "paths/emulated/decay.hpp"
+#include "paths/gpu.hpp"
+#include "paths/path.hpp"
 
 namespace chunkinv::cli {
-void set_info_command(CLI::App& app) {
-  app.add_subcommand("info", "(not built yet)")->callback([] { throw UsageError("info: not built yet"); });
+namespace {
+
+struct InfoArgs {
+  std::string format = "text";
+};
+
+nlohmann::json info_json() {
+  nlohmann::json devs = nlohmann::json::array();
+  for (const auto& d : gpu::devices())
+    devs.push_back({{"index", d.index},
+                    {"name", d.name},
+                    {"compute_capability", fmt::format("{}.{}", d.cc_major, d.cc_minor)},
+                    {"multiprocessors", d.multiprocessors},
+                    {"memory_bytes", d.memory_bytes}});
+  return {{"tool", "chunkinv"},
+          {"version", CHUNKINV_VERSION},
+          {"compiler", CHUNKINV_COMPILER},
+          {"cuda_built", gpu::built()},
+          {"paths_built", path_names_built()},
+          {"paths_usable", path_names_usable()},
+          {"gpu_unavailable_reason", gpu::unavailable_reason()},
+          {"cuda_runtime", gpu::runtime_version()},
+          {"cuda_driver", gpu::driver_version()},
+          {"devices", devs},
+          {"decay_exceptions", decay_exception_count()}};
 }
+
+void info(const InfoArgs& a) {
+  const nlohmann::json j = info_json();
+  if (a.format == "json") {
+    fmt::print("{}\n", j.dump(1));
+    return;
+  }
+  if (a.format != "text") throw UsageError("info: --format must be text or json, not \"" + a.format + "\"");
+  fmt::print("chunkinv {} ({})\n", CHUNKINV_VERSION, CHUNKINV_COMPILER);
+  fmt::print("paths built:  {}\n", fmt::join(path_names_built(), ", "));
+  fmt::print("paths usable: {}\n", fmt::join(path_names_usable(), ", "));
+  if (!gpu::built()) {
+    fmt::print("CUDA: not built ({})\n", gpu::unavailable_reason());
+  } else {
+    const std::string driver = gpu::driver_version();
+    fmt::print("CUDA runtime {}, driver {}\n", gpu::runtime_version(), driver.empty() ? "none" : driver);
+    if (!gpu::unavailable_reason().empty()) fmt::print("GPU paths unavailable: {}\n", gpu::unavailable_reason());
+  }
+  for (const auto& d : gpu::devices())
+    fmt::print("GPU {}: {}, compute capability {}.{}, {} multiprocessors, {:.1f} GiB\n", d.index, d.name, d.cc_major,
+               d.cc_minor, d.multiprocessors, double(d.memory_bytes) / (1024.0 * 1024.0 * 1024.0));
+  fmt::print("decay exception table: {} entries\n", decay_exception_count());
+}
+
+}  // namespace
+
+void set_info_command(CLI::App& app) {
+  auto args = std::make_shared<InfoArgs>();
+  auto* cmd = app.add_subcommand("info", "Version, paths built and usable, CUDA runtime/driver and GPUs");
+  cmd->add_option("--format", args->format, "text or json");
+  cmd->callback([args] { info(*args); });
+}
+
 }  // namespace chunkinv::cli

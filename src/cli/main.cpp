@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   cli::set_table_command(app);
   cli::set_check_command(app);
   cli::set_inspect_command(app);
+  cli::set_calibrate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: configure and build (Release, sm_90, build-gpu),
+# optionally measure the decay exception table and rebuild with it, run every
+# test (GPU tests included), `chunkinv info`, `chunkinv bench`, and
+# optionally the experiments into results/h200. Logs and JSON go to $OUT
+# (at most 8 files come back from the device: the list is below), and a
+# short summary table is printed last.
+#
+#   scripts/gpu.sh [--calibrate] [--experiments] [--no-tests] [--bench-samples N]
+#
+# Files under $OUT: build.log, decay_exceptions.inc (with --calibrate),
+# tests.log, info.json, bench.log, bench.json, summary.txt,
+# results-h200.tar.gz (with --experiments).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+CALIBRATE=0 EXPERIMENTS=0 TESTS=1 BENCH_SAMPLES=65536
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --calibrate) CALIBRATE=1 ;;
+    --experiments) EXPERIMENTS=1 ;;
+    --no-tests) TESTS=0 ;;
+    --bench-samples) BENCH_SAMPLES="$2"; shift ;;
+    *) echo "gpu.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+OUT="${OUT:-$PWD/gpu-out}"
+mkdir -p "$OUT"
+B=build-gpu
+JOBS="$(nproc)"
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+T_START=$(date +%s)
+
+# step NAME LOG command...: runs, appends to LOG, records status and seconds.
+step() {
+  local name="$1" log="$2"; shift 2
+  local t0=$(date +%s%N)
+  echo "=== $name: $*" >> "$log"
+  "$@" >> "$log" 2>&1
+  local rc=$?
+  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  printf '%-26s %-6s %6d.%01d s\n' "$name" "$([ $rc -eq 0 ] && echo ok || echo "rc=$rc")" $((ms / 1000)) $((ms % 1000 / 100)) >> "$SUMMARY"
+  return $rc
+}
+
+BUILD_LOG="$OUT/build.log"
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; nvcc --version | tail -2; cmake --version | head -1; } > "$BUILD_LOG" 2>&1
+GEN=""
+command -v ninja > /dev/null && GEN="-G Ninja"
+step configure "$BUILD_LOG" cmake -S . -B "$B" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 || { cat "$SUMMARY"; tail -40 "$BUILD_LOG"; exit 1; }
+step build "$BUILD_LOG" cmake --build "$B" -j "$JOBS" || { cat "$SUMMARY"; grep -m 20 -B2 -A8 'error' "$BUILD_LOG"; exit 1; }
+
+if [ "$CALIBRATE" = 1 ]; then
+  step calibrate-decay "$BUILD_LOG" "$B/chunkinv" calibrate-decay -o src/paths/emulated/decay_exceptions.inc
+  cp src/paths/emulated/decay_exceptions.inc "$OUT/decay_exceptions.inc"
+  grep -m1 -A0 'calibrate-decay:' "$BUILD_LOG" >> "$SUMMARY"
+  step rebuild "$BUILD_LOG" cmake --build "$B" -j "$JOBS" || { cat "$SUMMARY"; exit 1; }
+fi
+
+TEST_LOG="$OUT/tests.log"
+if [ "$TESTS" = 1 ]; then
+  # Every test through ctest: the GPU tests verbosely (they print their
+  # agreement figures) and one at a time (one GPU), the others in parallel.
+  step ctest-gpu "$TEST_LOG" ctest --test-dir "$B" -V -R '^Gpu' --timeout 900
+  step ctest-cpu "$TEST_LOG" ctest --test-dir "$B" -j "$JOBS" --output-on-failure -E '^Gpu' --timeout 900
+fi
+
+step info "$OUT/info.json" "$B/chunkinv" info --format json
+"$B/chunkinv" info >> "$SUMMARY" 2>&1
+
+BENCH_LOG="$OUT/bench.log"
+step bench-floor-16 "$BENCH_LOG" "$B/chunkinv" bench --family floor --chunk 16 --dim 128 --samples "$BENCH_SAMPLES" -o "$OUT/bench.json"
+step bench-model_like-32 "$BENCH_LOG" "$B/chunkinv" bench --family model_like --chunk 32 --dim 128 --samples "$BENCH_SAMPLES" --repeat 3
+step bench-model_like-64 "$BENCH_LOG" "$B/chunkinv" bench --family model_like --chunk 64 --dim 128 --samples 16384 --repeat 3 --cpu-samples 512
+
+if [ "$EXPERIMENTS" = 1 ]; then
+  EXP_LOG="$OUT/build.log"
+  mkdir -p results/h200
+  # Experiments (SPEC §5 and beyond) go here, one `step` line each, writing
+  # their reports under results/h200; e.g.
+  # step exp-quickstart "$EXP_LOG" "$B/chunkinv" run configs/quickstart.json --paths all -o results/h200/quickstart.json -q
+  tar czf "$OUT/results-h200.tar.gz" results/h200
+fi
+
+# Short table last: steps, the GPU tests' figures, the bench table.
+{
+  echo
+  echo "--- GPU test figures"
+  grep -E '^[0-9]+: (mma|ex2|conversions|kernel|cublas)' "$TEST_LOG" 2>/dev/null | cut -c1-220
+  grep -E 'tests passed|tests failed|\*\*\*Failed|Not Run' "$TEST_LOG" 2>/dev/null
+  echo
+  echo "--- bench"
+  grep -E '^(bench|host|path|gold|emulated|kernel|cublas) ' "$BENCH_LOG" 2>/dev/null | cut -c1-220
+  echo
+  echo "total $(( $(date +%s) - T_START )) s"
+} >> "$SUMMARY"
+cat "$SUMMARY"
