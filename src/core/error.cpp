@@ -1,6 +1,7 @@
 #include "core/error.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 namespace chunkinv {
