@@ -4,6 +4,7 @@
 // gates against the facts of data/gdn-gates/README.md.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -18,9 +19,11 @@
 
 #include "core/error.hpp"
 #include "core/fp.hpp"
+#include "driver/experiment.hpp"
 #include "inputs/data_families.hpp"
 #include "inputs/family.hpp"
 #include "inputs/tensor_io.hpp"
+#include "report/report.hpp"
 
 using namespace chunkinv;
 namespace fs = std::filesystem;
@@ -611,4 +614,60 @@ TEST(RealGates, FamilyTakesGatesFromTheDataAndWraps) {
   c.params["decay_floor"] = nullptr;
   c.params["model"] = "Qwen3-next";
   EXPECT_TRUE(usage_error([&] { f.validate(c); }, {"model = \"Qwen3-next\"", "did you mean \"Qwen3-Next\""}));
+}
+
+// ---------------------------------------------------------------------------
+// Imported samples run exactly like the family they came from.
+
+TEST(FileFamily, ExportedSamplesGiveTheGeneratedFamilysMetrics) {
+  Configuration gen;
+  gen.family = "model_like";
+  gen.chunk = 16;
+  gen.dim = 64;
+  gen.params = {{"decay_floor", -5.0}};
+  const Family& model_like = find_family("model_like");
+  model_like.validate(gen);
+  const uint64_t n = 20, seed = 11;
+  std::vector<Sample> samples;
+  for (uint64_t i = 0; i < n; ++i) samples.push_back(model_like.make(gen, seed, i));
+
+  RunOptions opt;
+  opt.threads = 2;
+  opt.per_sample = true;
+  opt.batch = 7;  // batches that do not divide the count
+  const std::vector<std::string> paths{"gold", "emulated"};
+  const auto want = run_experiment({gen}, paths, n, seed, opt);
+  ASSERT_EQ(want.size(), 2u);
+  // Not a trivial comparison: the errors differ between samples.
+  const auto& errs = want[1].per_sample.at("inv_total_rel_rmse");
+  EXPECT_GT(*std::max_element(errs.begin(), errs.end()), *std::min_element(errs.begin(), errs.end()));
+  EXPECT_GT(errs[0], 0.0);
+
+  const std::string dir = temp_dir();
+  for (const std::string& p : {dir + "/set", dir + "/set.npz", dir + "/set.safetensors"}) {
+    write_tensor_set(p, samples);
+    ExperimentSpec spec;
+    spec.grids.push_back({{"family", "file"}, {"inputs", p}});
+    const auto configs = expand(spec);
+    ASSERT_EQ(configs.size(), 1u);
+    EXPECT_EQ(configs[0].chunk, 16);
+    EXPECT_EQ(configs[0].dim, 64);
+    opt.batch = 3;
+    const auto got = run_experiment(configs, paths, n, /*seed, unused by file=*/999, opt);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t e = 0; e < want.size(); ++e) {
+      EXPECT_EQ(got[e].axes["path"], want[e].axes["path"]);
+      EXPECT_EQ(got[e].axes["inputs"], p);
+      ASSERT_EQ(got[e].metrics.size(), want[e].metrics.size());
+      for (const auto& [name, stats] : want[e].metrics)
+        EXPECT_EQ(stats_to_json(got[e].metrics.at(name)), stats_to_json(stats)) << p << " " << name;
+      for (const auto& [name, values] : want[e].per_sample) {
+        const auto& g = got[e].per_sample.at(name);
+        ASSERT_EQ(g.size(), values.size());
+        for (size_t i = 0; i < values.size(); ++i) EXPECT_TRUE(same(g[i], values[i])) << p << " " << name << " sample " << i;
+      }
+    }
+    // More samples than the file holds: refused, not wrapped.
+    EXPECT_TRUE(usage_error([&] { run_experiment(configs, paths, n + 1, 0, opt); }, {"holds 20 samples"}));
+  }
 }
