@@ -141,6 +141,9 @@ std::string latex_escape(const std::string& s) {
       case '\\': out += "\\textbackslash{}"; break;
       case '~': out += "\\textasciitilde{}"; break;
       case '^': out += "\\textasciicircum{}"; break;
+      case '|': out += "\\textbar{}"; break;
+      case '<': out += "\\textless{}"; break;
+      case '>': out += "\\textgreater{}"; break;
       case '&': case '%': case '$': case '#': case '_': case '{': case '}':
         out += '\\';
         out += c;
