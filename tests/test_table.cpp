@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "core/error.hpp"
 #include "report/table.hpp"
@@ -272,6 +273,49 @@ TEST(TableCommand, UnreadableReportExitsTwo) {
   auto bad = run_chunkinv("table '" + foreign + "'", dir);
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.errors.find("schema"), std::string::npos) << bad.errors;
+}
+
+}  // namespace
+}  // namespace chunkinv
+
+namespace chunkinv {
+namespace {
+
+// scripts/plot.py renders a report (with per-sample histograms) to a PNG, and
+// refuses a foreign file with exit status 2. Skipped without matplotlib.
+TEST(PlotScript, RendersAReportAndRejectsABadOne) {
+  std::string python;
+  for (const char* candidate : {"python3", "/usr/bin/python3"}) {
+    const std::string probe = std::string(candidate) + " -c 'import matplotlib, numpy' >/dev/null 2>&1";
+    if (std::system(probe.c_str()) == 0) {
+      python = candidate;
+      break;
+    }
+  }
+  if (python.empty()) GTEST_SKIP() << "no python3 with matplotlib and numpy";
+  testing::TempDir dir;
+  Report r;
+  for (int c : {8, 16, 19}) {
+    testing::EntrySpec s;
+    s.chunk = c;
+    if (c == 19) s.inv_finite = 0;
+    ReportEntry e = testing::make_entry(s);
+    e.per_sample["inv_total_rel_rmse"] = std::vector<double>(10, c == 19 ? INFINITY : 1e-6 * c);
+    r.results.push_back(e);
+    r.results.push_back(testing::make_gold_entry("floor", c));
+  }
+  const std::string report = testing::write_report(dir, "r.json", r);
+  const std::string png = dir.file("r.png");
+  const std::string script = std::string(CHUNKINV_SOURCE_DIR) + "/scripts/plot.py";
+  ASSERT_EQ(std::system((python + " '" + script + "' '" + report + "' -o '" + png + "'").c_str()), 0);
+  std::ifstream in(png, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  EXPECT_EQ(std::string(magic + 1, 3), "PNG");
+
+  const std::string bad = testing::write_text(dir, "bad.json", "{\"schema\": \"other\"}");
+  const int st = std::system((python + " '" + script + "' '" + bad + "' -o '" + png + "' 2>/dev/null").c_str());
+  EXPECT_EQ(WEXITSTATUS(st), 2);
 }
 
 }  // namespace
