@@ -1,0 +1,211 @@
+// chunkinv inspect, run as the user runs it (the binary, through popen): the
+// gold inverse it shows for an imported sample against an independent
+// computation, its JSON against the in-process path, non-finite entries as
+// strings, and its errors.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "inputs/family.hpp"
+#include "inputs/tensor_io.hpp"
+#include "metrics/metrics.hpp"
+#include "paths/emulated/emulated.hpp"
+#include "paths/gold/gold.hpp"
+
+using namespace chunkinv;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out;
+};
+
+// Runs the binary with `args`; stdout only, or stdout and stderr.
+Result run_chunkinv(const std::string& args, bool with_stderr = false) {
+  const std::string cmd = std::string("'") + CHUNKINV_BINARY + "' " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string temp_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const fs::path p = fs::temp_directory_path() / (std::string("chunkinv-inspect-") + std::to_string(::getpid()) + "-" + info->name());
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+double number(const json& j) {
+  if (j.is_number()) return j.get<double>();
+  const std::string s = j.get<std::string>();
+  if (s == "inf") return INFINITY;
+  if (s == "-inf") return -INFINITY;
+  if (s == "nan") return NAN;
+  ADD_FAILURE() << "not a number: " << j.dump();
+  return NAN;
+}
+
+// The exact inverse, independently: L from its definition (SPEC §1) with
+// the decay exp(G_i - G_j) in long double, then (I + L)^-1 column by column
+// by forward substitution in long double.
+std::vector<std::vector<long double>> reference_inverse(const Sample& s) {
+  const int c = s.chunk;
+  std::vector<long double> big_g(c);
+  long double acc = 0;
+  for (int t = 0; t < c; ++t) big_g[t] = acc += s.g[t];
+  std::vector<std::vector<long double>> l(c, std::vector<long double>(c, 0));
+  for (int i = 0; i < c; ++i)
+    for (int j = 0; j < i; ++j) {
+      long double dot = 0;
+      for (int k = 0; k < s.dim; ++k) dot += static_cast<long double>(s.key(i, k)) * s.key(j, k);
+      l[i][j] = s.beta[i] * dot * std::exp(big_g[i] - big_g[j]);
+    }
+  std::vector<std::vector<long double>> x(c, std::vector<long double>(c, 0));
+  for (int col = 0; col < c; ++col)
+    for (int i = 0; i < c; ++i) {
+      long double v = (i == col) ? 1 : 0;
+      for (int j = 0; j < i; ++j) v -= l[i][j] * x[j][col];
+      x[i][col] = v;
+    }
+  return x;
+}
+
+std::vector<Sample> model_like_samples(int n, int chunk, int dim, uint64_t seed) {
+  Configuration c;
+  c.family = "model_like";
+  c.chunk = chunk;
+  c.dim = dim;
+  c.params = {{"decay_floor", -5.0}};
+  std::vector<Sample> v;
+  for (int i = 0; i < n; ++i) v.push_back(find_family("model_like").make(c, seed, i));
+  return v;
+}
+
+}  // namespace
+
+TEST(Inspect, JsonShowsTheGoldInverseOfAnImportedSample) {
+  const auto samples = model_like_samples(5, 16, 64, 3);
+  const std::string dir = temp_dir() + "/set";
+  write_tensor_set(dir, samples);
+  const Result r = run_chunkinv("inspect --inputs '" + dir + "' --index 2 --format json --paths gold,emulated");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["sample"]["axes"]["family"], "file");
+  EXPECT_EQ(j["sample"]["axes"]["chunk"], 16);
+  EXPECT_EQ(j["sample"]["axes"]["dim"], 64);
+  EXPECT_EQ(j["sample"]["index"], 2);
+  const Sample& s = samples[2];
+  // The inputs shown are sample 2's.
+  for (int t = 0; t < 16; ++t) {
+    EXPECT_EQ(number(j["g"][t]), s.g[t]);
+    EXPECT_EQ(number(j["beta"][t]), s.beta[t]);
+    EXPECT_EQ(number(j["keys"]["values"][t][5]), s.key(t, 5));
+  }
+  // The gold inverse against the independent one.
+  const auto want = reference_inverse(s);
+  const json& inv = j["gold"]["INV"];
+  ASSERT_EQ(inv.size(), 16u);
+  double worst = 0, biggest_off_diagonal = 0;
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_EQ(inv[i].size(), 16u);
+    for (int k = 0; k < 16; ++k) {
+      const double got = number(inv[i][k]);
+      worst = std::max(worst, static_cast<double>(std::fabs(got - want[i][k])));
+      if (i != k) biggest_off_diagonal = std::max(biggest_off_diagonal, std::fabs(got));
+    }
+  }
+  EXPECT_LT(worst, 1e-14);
+  EXPECT_GT(biggest_off_diagonal, 1e-4);  // a comparison of more than the identity
+  // The path's part equals the same path run in this process.
+  const GoldOutput gold = compute_gold(s);
+  const PathOutput out = emulated::run(s, gold, true);
+  const json& p = j["paths"]["emulated"];
+  ASSERT_TRUE(p.is_object());
+  EXPECT_FALSE(j["paths"].contains("gold"));
+  for (int i = 0; i < 16; ++i)
+    for (int k = 0; k < 16; ++k) {
+      EXPECT_EQ(number(p["L"][i][k]), out.L(i, k));
+      EXPECT_EQ(number(p["INV"][i][k]), out.run.inv(i, k));
+    }
+  EXPECT_EQ(p["highest_power"], 8);
+  EXPECT_EQ(p["powers"].size(), 4u);  // L, L^2, L^4, L^8
+  const auto m = evaluate_path(gold, out);
+  for (size_t k = 0; k < path_metrics().size(); ++k)
+    EXPECT_EQ(number(p["metrics"][path_metrics()[k].name]), m[k]) << path_metrics()[k].name;
+  EXPECT_GT(number(p["metrics"]["inv_total_rel_rmse"]), 0.0);
+  EXPECT_EQ(number(j["gold"]["metrics"]["inv_finite"]), 1.0);
+}
+
+TEST(Inspect, NonFiniteEntriesAreStrings) {
+  // floor -5 at C=19: two reciprocal decays overflow (SPEC §5's table).
+  const Result r = run_chunkinv("inspect --family floor -a chunk=19 -a dim=32 --seed 1 --sample 0 --format json --paths emulated");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json j = json::parse(r.out);
+  const json& p = j["paths"]["emulated"];
+  int inf_decays = 0;
+  for (const json& v : p["inv_decay"]) inf_decays += v.is_string() && v == "inf";
+  EXPECT_EQ(inf_decays, 2);
+  EXPECT_EQ(number(p["metrics"]["inv_finite"]), 0.0);
+  int strings = 0;
+  for (const json& row : p["INV"])
+    for (const json& v : row) strings += v.is_string();
+  EXPECT_GT(strings, 0);
+  EXPECT_EQ(p["metrics"]["inv_total_rel_rmse"], "inf");
+}
+
+TEST(Inspect, TextIsAligned) {
+  const Result r = run_chunkinv("inspect --family floor -a chunk=19 -a dim=16 --paths emulated");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("inf"), std::string::npos);
+  EXPECT_NE(r.out.find("path emulated"), std::string::npos);
+  EXPECT_NE(r.out.find("inv_total_rel_rmse"), std::string::npos);
+  // Every row of every matrix ("  NN: ...") has the same width.
+  size_t width = 0, rows = 0, pos = 0;
+  while (pos < r.out.size()) {
+    const size_t end = r.out.find('\n', pos);
+    const std::string line = r.out.substr(pos, end - pos);
+    pos = end == std::string::npos ? r.out.size() : end + 1;
+    if (line.size() > 6 && line.compare(0, 2, "  ") == 0 && line[5] == ':' && std::isdigit(static_cast<unsigned char>(line[4]))) {
+      if (width == 0) width = line.size();
+      EXPECT_EQ(line.size(), width) << line;
+      ++rows;
+    }
+  }
+  EXPECT_GE(rows, 19u * 4);  // gold L and INV, the path's L and INV at least
+}
+
+TEST(Inspect, ErrorsNameTheCulprit) {
+  const auto samples = model_like_samples(3, 8, 16, 0);
+  const std::string dir = temp_dir() + "/s.npz";
+  write_tensor_set(dir, samples);
+  Result r = run_chunkinv("inspect --inputs '" + dir + "' --index 3", true);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("holds 3 samples"), std::string::npos) << r.out;
+  r = run_chunkinv("inspect --family flor", true);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("did you mean \"floor\""), std::string::npos) << r.out;
+  r = run_chunkinv("inspect --family floor -a chunk=[8,16]", true);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("2 configurations"), std::string::npos) << r.out;
+  r = run_chunkinv("inspect --inputs '" + dir + "' --format yaml", true);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("yaml"), std::string::npos) << r.out;
+}
