@@ -88,6 +88,20 @@ std::vector<PathOutput> run_path(Path& path, const std::vector<Sample>& samples,
   return out;
 }
 
+// Runs `body` once per version of the kernel (kernel.cu v1, kernel_v2.cu v2).
+template <class F>
+void for_each_variant(F body) {
+#ifdef CHUNKINV_HAVE_CUDA
+  for (int v : {1, 2}) {
+    gpu::set_kernel_variant_for_testing(v);
+    body(v);
+  }
+  gpu::set_kernel_variant_for_testing(0);
+#else
+  body(0);
+#endif
+}
+
 }  // namespace
 
 TEST(GpuKernelPath, BitIdenticalToEmulated) {
@@ -97,19 +111,21 @@ TEST(GpuKernelPath, BitIdenticalToEmulated) {
   auto emulated = make_path("emulated");
   size_t all_diff = 0;
   for (const char* family : {"floor", "model_like", "weak_decay_correlated"}) {
-    for (int chunk : {8, 16, 17, 32, 48}) {
+    for (int chunk : {8, 16, 17, 32, 48, 64}) {
       const Configuration c = config(family, chunk);
-      const std::vector<Sample> samples = make_samples(c, 48);
+      const std::vector<Sample> samples = make_samples(c, chunk == 64 ? 16 : 48);
       const std::vector<GoldOutput> gold = gold_of(samples, pool);
-      const auto k = run_path(*kernel, samples, gold, pool);
       const auto e = run_path(*emulated, samples, gold, pool);
-      Diff d;
-      compare_outputs(k, e, d, "kernel", "emulated");
-      std::printf("kernel vs emulated %-22s C=%-2d: differing decays %zu/%zu, L %zu/%zu, INV %zu/%zu, "
-                  "stable INV %zu/%zu, powers/max %zu\n",
-                  family, chunk, d.decay, d.decay_n, d.l, d.l_n, d.inv, d.inv_n, d.stable_inv, d.stable_n,
-                  d.scalars);
-      all_diff += d.total();
+      for_each_variant([&](int v) {
+        const auto k = run_path(*kernel, samples, gold, pool);
+        Diff d;
+        compare_outputs(k, e, d, "kernel", "emulated");
+        std::printf("kernel v%d vs emulated %-22s C=%-2d: differing decays %zu/%zu, L %zu/%zu, INV %zu/%zu, "
+                    "stable INV %zu/%zu, powers/max %zu\n",
+                    v, family, chunk, d.decay, d.decay_n, d.l, d.l_n, d.inv, d.inv_n, d.stable_inv, d.stable_n,
+                    d.scalars);
+        all_diff += d.total();
+      });
     }
   }
   EXPECT_EQ(all_diff, 0u);
@@ -122,16 +138,20 @@ TEST(GpuKernelPath, KeepsPowersOfTheEmulatedPath) {
   const Configuration c = config("model_like", 33);
   const std::vector<Sample> samples = make_samples(c, 8);
   const std::vector<GoldOutput> gold = gold_of(samples, pool);
-  const auto k = run_path(*kernel, samples, gold, pool, true);
   size_t differ = 0;
-  for (size_t s = 0; s < samples.size(); ++s) {
-    const NeumannRun e = emulated::neumann(k[s].L, true);
-    ASSERT_EQ(k[s].run.powers.size(), e.powers.size());
-    for (size_t q = 0; q < e.powers.size(); ++q)
-      for (Eigen::Index i = 0; i < e.powers[q].size(); ++i)
-        differ += !same_fp16(k[s].run.powers[q].data()[i], e.powers[q].data()[i]);
-  }
-  std::printf("kernel powers (C=33: L..L^32) vs emulated: %zu differing elements\n", differ);
+  for_each_variant([&](int v) {
+    const auto k = run_path(*kernel, samples, gold, pool, true);
+    size_t dv = 0;
+    for (size_t s = 0; s < samples.size(); ++s) {
+      const NeumannRun e = emulated::neumann(k[s].L, true);
+      ASSERT_EQ(k[s].run.powers.size(), e.powers.size());
+      for (size_t q = 0; q < e.powers.size(); ++q)
+        for (Eigen::Index i = 0; i < e.powers[q].size(); ++i)
+          dv += !same_fp16(k[s].run.powers[q].data()[i], e.powers[q].data()[i]);
+    }
+    std::printf("kernel v%d powers (C=33: L..L^32) vs emulated: %zu differing elements\n", v, dv);
+    differ += dv;
+  });
   EXPECT_EQ(differ, 0u);
 }
 
@@ -145,16 +165,20 @@ TEST(GpuKernelPath, PaddingInvariance) {
   for (const char* family : {"floor", "model_like", "weak_decay_correlated"}) {
     const std::vector<Sample> samples = make_samples(config(family, 16), 32, 11);
     const std::vector<GoldOutput> gold = gold_of(samples, pool);
+    gpu::set_kernel_variant_for_testing(1);
     const auto base = run_path(*kernel, samples, gold, pool);
-    for (int cp : {32, 48, 64}) {
-      gpu::set_kernel_padding_for_testing(cp);
-      const auto padded = run_path(*kernel, samples, gold, pool);
-      gpu::set_kernel_padding_for_testing(0);
-      Diff d;
-      compare_outputs(padded, base, d, "padded", "unpadded");
-      std::printf("kernel %s C=16 padded to %d vs 16: %zu differing elements\n", family, cp, d.total());
-      differ += d.total();
-    }
+    for_each_variant([&](int v) {
+      for (int cp : {16, 32, 48, 64}) {
+        gpu::set_kernel_padding_for_testing(cp);
+        const auto padded = run_path(*kernel, samples, gold, pool);
+        gpu::set_kernel_padding_for_testing(0);
+        Diff d;
+        compare_outputs(padded, base, d, "padded", "unpadded");
+        std::printf("kernel v%d %s C=16 padded to %d vs v1 unpadded: %zu differing elements\n", v, family, cp,
+                    d.total());
+        differ += d.total();
+      }
+    });
   }
   // 2. A C=16 problem extended by rows that cannot reach the first 16 (mild
   // gates, so that nothing overflows): the leading 16x16 blocks of L and INV

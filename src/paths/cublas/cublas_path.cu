@@ -21,6 +21,7 @@
 #include "core/thread_pool.hpp"
 #include "paths/gpu.hpp"
 #include "paths/kernel/cuda_check.cuh"
+#include "paths/kernel/host_convert.hpp"
 #include "paths/kernel/ptx.cuh"
 #include "paths/kernel/staging.cuh"
 
@@ -163,11 +164,11 @@ class CublasPath final : public Path {
         for (int r = 0; r < C; ++r) {
           G += x.g[r];
           h_x[s * C + r] = static_cast<float>(G * kLog2e);  // fp32(x), x = G log2 e in FP64
-          h_beta[s * C + r] = fp16_bits(fp16(x.beta[r]));
+          h_beta[s * C + r] = fp16_bits_rn(x.beta[r]);
         }
         if (stable)
           for (int r = 0; r < C; ++r)
-            for (int c = 0; c < C; ++c) h_gold[s * csq + r * C + c] = fp16_bits(fp16(gold[s].L(r, c)));
+            for (int c = 0; c < C; ++c) h_gold[s * csq + r * C + c] = fp16_bits_rn(gold[s].L(r, c));
       }
     });
     const double pack_ms = wall_ms_since(t0);

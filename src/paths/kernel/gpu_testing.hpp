@@ -46,4 +46,7 @@ DecayScan scan_decay(float max_abs, int window);
 
 namespace chunkinv::gpu {
 void set_kernel_padding_for_testing(int cp);
+// Which version of the kernel runs (1: kernel.cu, 2: kernel_v2.cu; 0: the
+// default, which the environment variable CHUNKINV_KERNEL_VARIANT overrides).
+void set_kernel_variant_for_testing(int v);
 }  // namespace chunkinv::gpu

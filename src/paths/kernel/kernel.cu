@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -19,90 +20,21 @@
 #include "core/thread_pool.hpp"
 #include "paths/gpu.hpp"
 #include "paths/kernel/cuda_check.cuh"
+#include "paths/kernel/host_convert.hpp"
 #include "paths/kernel/kernel_launch.cuh"
 #include "paths/kernel/ptx.cuh"
 #include "paths/kernel/staging.cuh"
+#include "paths/kernel/tiles.cuh"
 
 namespace chunkinv::gpu {
 namespace {
+
+using namespace tiles;
 
 constexpr int kWarpsPerBlockMax = 8;
 constexpr int kBlockSmemBudget = 96 * 1024;  // two blocks fit an SM's 228 KB
 constexpr uint16_t kF16One = 0x3C00;
 constexpr double kLog2e = 1.4426950408889634;  // log2(e), the double nearest
-
-// Row strides in 16-bit elements, padded by 8 (16 bytes) so that the eight
-// rows a fragment load touches fall into distinct banks.
-__host__ __device__ inline int key_stride(int dim) { return dim + 8; }
-__host__ __device__ inline int mat_stride(int cp) { return cp + 8; }
-
-struct WarpSmem {
-  uint16_t* kd;     // cp x key_stride, BF16
-  uint16_t* ki;     // cp x key_stride, BF16
-  uint16_t* mat[4]; // cp x mat_stride, FP16: L/P, INV, and the two being formed
-  uint16_t* decay;  // cp, BF16
-  uint16_t* inv;    // cp, BF16
-  uint16_t* beta;   // cp, FP16
-  float* g2;        // cp, the running FP32 sum G2
-};
-
-__host__ __device__ inline size_t warp_smem_bytes(int cp, int dim, bool full) {
-  size_t b = 4 * size_t(cp) * mat_stride(cp) * 2 + 3 * size_t(cp) * 2 + size_t(cp) * 4;
-  if (full) b += 2 * size_t(cp) * key_stride(dim) * 2;
-  return (b + 15) / 16 * 16;
-}
-
-__device__ inline WarpSmem carve(char* base, int cp, int dim, bool full) {
-  WarpSmem s;
-  char* p = base;
-  for (auto& m : s.mat) { m = reinterpret_cast<uint16_t*>(p); p += size_t(cp) * mat_stride(cp) * 2; }
-  s.g2 = reinterpret_cast<float*>(p); p += size_t(cp) * 4;
-  s.decay = reinterpret_cast<uint16_t*>(p); p += size_t(cp) * 2;
-  s.inv = reinterpret_cast<uint16_t*>(p); p += size_t(cp) * 2;
-  s.beta = reinterpret_cast<uint16_t*>(p); p += size_t(cp) * 2;
-  p = base + (((p - base) + 15) / 16 * 16);
-  s.kd = full ? reinterpret_cast<uint16_t*>(p) : nullptr;
-  if (full) p += size_t(cp) * key_stride(dim) * 2;
-  s.ki = full ? reinterpret_cast<uint16_t*>(p) : nullptr;
-  return s;
-}
-
-__device__ inline uint32_t ld32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
-__device__ inline void st32(uint16_t* p, uint32_t v) { *reinterpret_cast<uint32_t*>(p) = v; }
-
-// A fragment of the 16x16 block at (r0, c0) of a row-major matrix.
-__device__ inline void load_a(uint32_t a[4], const uint16_t* m, int stride, int r0, int c0, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  const uint16_t* p = m + (r0 + g) * stride + c0 + 2 * t;
-  a[0] = ld32(p);
-  a[1] = ld32(p + 8 * stride);
-  a[2] = ld32(p + 8);
-  a[3] = ld32(p + 8 * stride + 8);
-}
-// B fragment (16 x 8, k x n) where B[k][n] = m[n0 + n][k0 + k]: rows of m are columns of B.
-__device__ inline void load_b_rows(uint32_t b[2], const uint16_t* m, int stride, int k0, int n0, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  const uint16_t* p = m + (n0 + g) * stride + k0 + 2 * t;
-  b[0] = ld32(p);
-  b[1] = ld32(p + 8);
-}
-// B fragment where B[k][n] = m[k0 + k][n0 + n] (m row-major, k down the rows).
-__device__ inline void load_b(uint32_t b[2], const uint16_t* m, int stride, int k0, int n0, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  const uint16_t* p = m + (k0 + 2 * t) * stride + n0 + g;
-  b[0] = ptx::pack2(p[0], p[stride]);
-  b[1] = ptx::pack2(p[8 * stride], p[9 * stride]);
-}
-
-// |x| for the power maximum; any non-finite entry makes it +inf.
-__device__ inline float magnitude(uint16_t h) {
-  const float v = fabsf(ptx::f16_to_f32(h));
-  return (h & 0x7C00) == 0x7C00 ? INFINITY : v;
-}
-__device__ inline float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 // D = A * B (+ Add), all cp x cp FP16 in shared memory, through
 // mma.m16n8k16 with FP16 accumulation: each 16x8 output tile starts from a
@@ -279,6 +211,15 @@ __global__ void kernel_path_kernel(KernelArgs args) {
 }
 
 int g_padding_for_testing = 0;
+int g_variant_for_testing = 0;  // 0: the default (CHUNKINV_KERNEL_VARIANT, else kDefaultVariant)
+constexpr int kDefaultVariant = 1;
+
+int kernel_variant() {
+  if (g_variant_for_testing) return g_variant_for_testing;
+  const char* env = std::getenv("CHUNKINV_KERNEL_VARIANT");
+  if (env && (std::string(env) == "1" || std::string(env) == "2")) return std::atoi(env);
+  return kDefaultVariant;
+}
 
 int neumann_powers(int chunk) {  // L, L^2, ..., L^highest
   int n = 1;
@@ -345,11 +286,11 @@ class KernelPath final : public Path {
         for (size_t e = 0; e < cd; ++e) h_keys[s * cd + e] = exact_bf16_bits(x.keys[e]);
         for (int r = 0; r < C; ++r) {
           h_g[s * C + r] = x.g[r];
-          h_beta[s * C + r] = fp16_bits(fp16(x.beta[r]));
+          h_beta[s * C + r] = fp16_bits_rn(x.beta[r]);
         }
         if (stable)
           for (int r = 0; r < C; ++r)
-            for (int c = 0; c < C; ++c) h_gold[s * csq + r * C + c] = fp16_bits(fp16(gold[s].L(r, c)));
+            for (int c = 0; c < C; ++c) h_gold[s * csq + r * C + c] = fp16_bits_rn(gold[s].L(r, c));
       }
     });
     const double pack_ms = wall_ms_since(t0);
@@ -383,7 +324,8 @@ class KernelPath final : public Path {
     if (stable)
       CUDA_CHECK(cudaMemcpyAsync(const_cast<uint16_t*>(a.gold_l), h_gold, n * csq * 2, cudaMemcpyHostToDevice, st));
     timer_.mark(1, st);
-    launch_kernel_path(a, launch, tasks, st);
+    if (kernel_variant() == 2) launch_kernel_path_v2(a, launch, tasks, st);
+    else launch_kernel_path(a, launch, tasks, st);
     timer_.mark(2, st);
 
     uint16_t* h_decay = h_decay_.get(size_t(n) * C);
@@ -495,6 +437,11 @@ void launch_kernel_path(const KernelArgs& a, const KernelLaunch& l, int tasks, c
 void set_kernel_padding_for_testing(int cp) {
   if (cp != 0 && (cp % 16 != 0 || cp > 64)) throw UsageError("padding must be 16, 32, 48 or 64");
   g_padding_for_testing = cp;
+}
+
+void set_kernel_variant_for_testing(int v) {
+  if (v < 0 || v > 2) throw UsageError("kernel variant must be 1 or 2 (0: the default)");
+  g_variant_for_testing = v;
 }
 
 std::unique_ptr<Path> make_kernel_path() {

@@ -36,5 +36,7 @@ struct KernelLaunch {
 
 KernelLaunch plan_launch(int cp, int dim);
 void launch_kernel_path(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t stream);
+// v2 (kernel_v2.cu): the same arithmetic and layout, fewer instructions.
+void launch_kernel_path_v2(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t stream);
 
 }  // namespace chunkinv::gpu
