@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -208,4 +209,29 @@ TEST(Inspect, ErrorsNameTheCulprit) {
   r = run_chunkinv("inspect --inputs '" + dir + "' --format yaml", true);
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("yaml"), std::string::npos) << r.out;
+}
+
+TEST(Inspect, DefaultPathsAreEveryUsableOne) {
+  // On a GPU machine this takes kernel and cublas through inspect too.
+  const Result r = run_chunkinv("inspect --family model_like -a chunk=24 -a dim=32 --sample 4 --format json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json j = json::parse(r.out);
+  std::vector<std::string> want;
+  for (const auto& p : path_names_usable())
+    if (p != "gold") want.push_back(p);
+  std::vector<std::string> got;
+  for (const auto& [name, v] : j["paths"].items()) got.push_back(name);
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
+  ASSERT_FALSE(got.empty());
+  for (const auto& [name, p] : j["paths"].items()) {
+    EXPECT_EQ(p["L"].size(), 24u) << name;
+    EXPECT_EQ(p["INV"].size(), 24u) << name;
+    EXPECT_EQ(p["INV"][23].size(), 24u) << name;
+    EXPECT_EQ(p["highest_power"], 16) << name;
+    EXPECT_EQ(p["powers"].size(), 5u) << name;  // L .. L^16
+    EXPECT_EQ(p["decay"].size(), 24u) << name;
+    EXPECT_EQ(number(p["metrics"]["inv_finite"]), 1.0) << name;
+    EXPECT_LT(number(p["metrics"]["inv_total_rel_rmse"]), 1e-3) << name;
+  }
 }
