@@ -235,3 +235,21 @@ TEST(Inspect, DefaultPathsAreEveryUsableOne) {
     EXPECT_LT(number(p["metrics"]["inv_total_rel_rmse"]), 1e-3) << name;
   }
 }
+
+TEST(Inspect, ExportWritesSamplesThatInspectReadsBack) {
+  const std::string dir = temp_dir();
+  for (const std::string ext : {"", ".npz", ".safetensors"}) {
+    const std::string p = dir + "/exp" + ext;
+    Result r = run_chunkinv("inspect --family real_gates -a chunk=8 -a dim=16 --seed 5 --index 10 --count 4 --export '" + p + "'", true);
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("wrote samples 10..13"), std::string::npos) << r.out;
+    const TensorSet set = load_tensor_set(p);
+    ASSERT_EQ(set.count, 4u);
+    const json from_family = json::parse(run_chunkinv("inspect --family real_gates -a chunk=8 -a dim=16 --seed 5 --index 12 --format json --paths emulated").out);
+    const json from_file = json::parse(run_chunkinv("inspect --inputs '" + p + "' --index 2 --format json --paths emulated").out);
+    EXPECT_EQ(from_file["keys"], from_family["keys"]) << p;
+    EXPECT_EQ(from_file["g"], from_family["g"]) << p;
+    EXPECT_EQ(from_file["gold"], from_family["gold"]) << p;
+    EXPECT_EQ(from_file["paths"], from_family["paths"]) << p;
+  }
+}

@@ -2,6 +2,7 @@
 // path its decays, L, the powers the Neumann product form built, its
 // inverse and its metrics. As aligned text or as JSON (docs/inputs.md).
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <optional>
 
@@ -13,6 +14,7 @@
 #include "core/thread_pool.hpp"
 #include "driver/experiment.hpp"
 #include "inputs/family.hpp"
+#include "inputs/tensor_io.hpp"
 #include "metrics/metrics.hpp"
 #include "paths/gold/gold.hpp"
 #include "paths/path.hpp"
@@ -31,6 +33,8 @@ struct InspectArgs {
   uint64_t index = 0;
   std::string paths;
   std::string format = "text";
+  std::string export_path;
+  uint64_t count = 1;
 };
 
 // Everything shown for one approximate path.
@@ -156,6 +160,17 @@ void inspect(const InspectArgs& a) {
   if (const auto n = fam.available_samples(cfg); n && a.index >= *n)
     throw UsageError(fmt::format("--index {}: family {} holds {} samples (0..{})", a.index, cfg.family, *n, *n - 1));
 
+  if (!a.export_path.empty()) {  // samples [index, index + count) as a tensor set, nothing shown
+    if (a.count == 0) throw UsageError("--count must be at least 1");
+    if (const auto n = fam.available_samples(cfg); n && a.index + a.count > *n)
+      throw UsageError(fmt::format("--count {} from --index {}: family {} holds {} samples", a.count, a.index, cfg.family, *n));
+    std::vector<Sample> samples;
+    for (uint64_t i = 0; i < a.count; ++i) samples.push_back(fam.make(cfg, a.seed, a.index + i));
+    write_tensor_set(a.export_path, samples);
+    std::fprintf(stderr, "wrote samples %llu..%llu (C = %d, d = %d) to %s\n", static_cast<unsigned long long>(a.index),
+                 static_cast<unsigned long long>(a.index + a.count - 1), cfg.chunk, cfg.dim, a.export_path.c_str());
+    return;
+  }
   const Sample sample = fam.make(cfg, a.seed, a.index);
   const GoldOutput gold = compute_gold(sample);
   const std::vector<double> gold_metrics_v = evaluate_gold(gold);
@@ -237,6 +252,10 @@ void set_inspect_command(CLI::App& app) {
   cmd->add_option("--index,--sample", args->index, "which sample (default 0)");
   cmd->add_option("--paths", args->paths, "comma-separated paths (default: every usable one); the gold is always shown");
   cmd->add_option("--format", args->format, "text (default) or json");
+  cmd->add_option("--export", args->export_path,
+                  "write the sample (and the next --count - 1) as a tensor set here instead of showing it: a directory "
+                  "of .npy unless the path ends in .npz or .safetensors");
+  cmd->add_option("--count", args->count, "samples to --export (default 1)");
   cmd->callback([args] { inspect(*args); });
 }
 
