@@ -209,6 +209,21 @@ TEST(Inspect, ErrorsNameTheCulprit) {
   r = run_chunkinv("inspect --inputs '" + dir + "' --format yaml", true);
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("yaml"), std::string::npos) << r.out;
+  // Gates looked for where CHUNKINV_DATA says.
+  r = run_chunkinv("inspect --family real_gates", true);
+  EXPECT_EQ(r.status, 0) << r.out;
+  const std::string env = "CHUNKINV_DATA='" + temp_dir() + "' ";
+  const std::string cmd = env + "'" + CHUNKINV_BINARY + "' inspect --family real_gates 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = ::pclose(p);
+  EXPECT_EQ(WEXITSTATUS(st), 2) << out;
+  EXPECT_NE(out.find("gdn-gates/Qwen3-Next/g.npy not found"), std::string::npos) << out;
+  EXPECT_NE(out.find("CHUNKINV_DATA"), std::string::npos) << out;
 }
 
 TEST(Inspect, DefaultPathsAreEveryUsableOne) {
