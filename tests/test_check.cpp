@@ -111,6 +111,26 @@ TEST(Compare, NonFiniteCountMustNotGrow) {
   EXPECT_EQ(find_figure(r, "inv_decay_nonfinite", "max", 17)->verdict, Verdict::kWorse);
 }
 
+TEST(Compare, WorstSampleOfMoreSamplesIsNotARegression) {
+  // Twice the samples may reach a worse worst case by themselves; fewer may not.
+  const auto more = compare_reports(sweep(), sweep([](EntrySpec& s) {
+                                      s.samples = 200;
+                                      s.inv_finite = 200;
+                                      s.decay_zeros = 1;
+                                    }),
+                                    default_check_rules());
+  EXPECT_EQ(find_figure(more, "decay_zeros", "max", 16)->verdict, Verdict::kSame);
+  EXPECT_EQ(more.sampling_differs, 3u);  // the emulated entries; the gold keeps its 100
+  const auto fewer = compare_reports(sweep(), sweep([](EntrySpec& s) {
+                                       s.samples = 50;
+                                       s.inv_finite = 50;
+                                       s.decay_zeros = 1;
+                                     }),
+                                     default_check_rules());
+  EXPECT_EQ(find_figure(fewer, "decay_zeros", "max", 16)->verdict, Verdict::kWorse);
+  EXPECT_NE(check_markdown(fewer, true).find("note: 3 of 6 configurations differ"), std::string::npos);
+}
+
 TEST(Compare, MissingInNewIsWorseMissingInBaselineIsNot) {
   Report fewer = sweep();
   fewer.results.pop_back();  // emulated chunk 17

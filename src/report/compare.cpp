@@ -316,6 +316,7 @@ void tally(CheckResult& r, Comparison c) {
 
 void compare_entries(const ReportEntry& b, const ReportEntry& n, const CheckRules& rules, CheckResult& out) {
   const bool same_samples = b.samples == n.samples && b.seed == n.seed;
+  out.sampling_differs += !same_samples;
   if (rules.bit_exact) {
     for (const auto& [what, bv, nv] : {std::tuple<const char*, double, double>{"samples", double(b.samples), double(n.samples)},
                                        {"seed", double(b.seed), double(n.seed)}}) {
@@ -385,6 +386,12 @@ void compare_entries(const ReportEntry& b, const ReportEntry& n, const CheckRule
                         : c.fresh > c.baseline           ? Verdict::kWorse
                                                          : Verdict::kBetter;
             c.rule = "must not grow";
+            // The worst of more samples is worse by itself (with one seed the
+            // baseline's samples are a prefix of the new ones): not a regression.
+            if (c.verdict == Verdict::kWorse && n.samples > b.samples) {
+              c.verdict = Verdict::kSame;
+              c.rule = fmt::format("must not grow; not judged: {} samples vs {}", n.samples, b.samples);
+            }
             break;
           case CheckKind::kExact:
             c.verdict = same_value(c.baseline, c.fresh) ? Verdict::kSame : Verdict::kChanged;
@@ -462,7 +469,15 @@ std::string check_markdown(const CheckResult& r, bool changes_only) {
                       Cell::of_text(std::string(verdict_name(c.verdict)) + (c.worse && c.verdict == Verdict::kMissing ? " (worse)" : "")),
                       Cell::of_text(c.rule)});
   }
-  return (t.rows.empty() ? std::string() : to_markdown(t) + "\n") + check_summary(r) + "\n";
+  std::string note;
+  if (r.sampling_differs > 0) {
+    note = fmt::format(
+        "note: {} of {} configurations differ in seed or sample count: shares are judged by the two-proportion "
+        "test, medians and tails by the tolerances alone (which do not model sampling noise), and a worst-sample "
+        "count is not judged where NEW has more samples.\n",
+        r.sampling_differs, r.configurations);
+  }
+  return (t.rows.empty() ? std::string() : to_markdown(t) + "\n") + note + check_summary(r) + "\n";
 }
 
 json check_json(const CheckResult& r, const CheckRules& rules) {
@@ -481,7 +496,7 @@ json check_json(const CheckResult& r, const CheckRules& rules) {
           {"passed", !r.failed()},
           {"summary",
            {{"configurations", r.configurations}, {"only_in_baseline", r.only_in_baseline}, {"only_in_new", r.only_in_new},
-            {"figures", r.figures.size()}, {"worse", r.worse}, {"changed", r.changed}, {"better", r.better},
+            {"sampling_differs", r.sampling_differs}, {"figures", r.figures.size()}, {"worse", r.worse}, {"changed", r.changed}, {"better", r.better},
             {"same", r.same}, {"missing", r.missing}, {"failing", r.failing}}},
           {"figures", figures}};
 }

@@ -62,6 +62,7 @@ struct CheckResult {
   std::vector<Comparison> figures;
   size_t configurations = 0;  // compared (present in both)
   size_t only_in_baseline = 0, only_in_new = 0;
+  size_t sampling_differs = 0;  // compared configurations whose seed or sample count differ
   size_t same = 0, better = 0, worse = 0, changed = 0, missing = 0;
   size_t failing = 0;  // figures with worse == true
   bool failed() const { return failing > 0; }
