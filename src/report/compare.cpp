@@ -378,6 +378,7 @@ void compare_entries(const ReportEntry& b, const ReportEntry& n, const CheckRule
                                         same_samples, rules.confidence);
             c.verdict = sv.verdict;
             c.rule = sv.how;
+            c.share = stat == "mean";
             break;
           }
           case CheckKind::kCount:
@@ -460,7 +461,7 @@ std::string check_markdown(const CheckResult& r, bool changes_only) {
     if (changes_only && c.verdict == Verdict::kSame) continue;
     auto value = [&c](bool has, double v) {
       if (!has) return Cell::empty();
-      return c.integral ? Cell::count(v) : Cell::number(v);
+      return c.share ? Cell::share(v) : c.integral ? Cell::count(v) : Cell::number(v);
     };
     const bool both = c.has_baseline && c.has_new;
     t.rows.push_back({Cell::of_text(c.configuration), Cell::of_text(c.path), Cell::of_text(c.metric),

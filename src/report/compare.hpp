@@ -53,6 +53,7 @@ struct Comparison {
   bool has_baseline = false, has_new = false;
   double baseline = 0, fresh = 0, ratio = 0;
   bool integral = false;      // baseline and new are counts
+  bool share = false;         // baseline and new are shares (shown as percentages)
   Verdict verdict = Verdict::kSame;
   bool worse = false;         // counts towards the exit status
   std::string rule;           // how it was judged, in words
