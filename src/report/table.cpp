@@ -240,17 +240,28 @@ std::string to_markdown(const Table& t) {
   auto w = widths(header, body);
   for (auto& x : w) x = std::max<size_t>(x, 3);
   std::string out = "|";
-  for (size_t j = 0; j < header.size(); ++j) out += " " + pad(header[j], w[j], t.columns[j].align) + " |";
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on " " + std::string.
+  for (size_t j = 0; j < header.size(); ++j) {
+    out += ' ';
+    out += pad(header[j], w[j], t.columns[j].align);
+    out += " |";
+  }
   out += "\n|";
   for (size_t j = 0; j < header.size(); ++j) {
     const bool left = t.columns[j].align == Align::kLeft;
-    out += left ? ":" + std::string(w[j] + 1, '-') : std::string(w[j] + 1, '-') + ":";
-    out += "|";
+    if (left) out += ':';
+    out += std::string(w[j] + 1, '-');
+    if (!left) out += ':';
+    out += '|';
   }
   out += "\n";
   for (const auto& row : body) {
     out += "|";
-    for (size_t j = 0; j < row.size(); ++j) out += " " + pad(row[j], w[j], t.columns[j].align) + " |";
+    for (size_t j = 0; j < row.size(); ++j) {
+      out += ' ';
+      out += pad(row[j], w[j], t.columns[j].align);
+      out += " |";
+    }
     out += "\n";
   }
   return out;
