@@ -22,6 +22,7 @@ from collections import OrderedDict
 SCHEMA = "chunkinv.report/1"
 DEFAULT_METRICS = ["inv_total_rel_rmse", "inv_stable_l_rel_rmse"]
 SHARE_METRIC = "inv_finite"
+REQUIRED_STATS = ["median", "mean", "p10", "p90", "p99", "min", "max", "finite_count"]
 TITLES = {
     "inv_total_rel_rmse": "INV total (vs gold inverse)",
     "inv_stable_l_rel_rmse": "INV power (Neumann on fp16(gold L))",
@@ -67,6 +68,8 @@ def read_report(path):
         axes = e["axes"]
         if "path" not in axes or "chunk" not in axes:
             raise ReportError(f"{where}: axes.path or axes.chunk is missing")
+        if isinstance(axes["chunk"], bool) or not isinstance(axes["chunk"], (int, float)):
+            raise ReportError(f"{where}: axes.chunk must be a number")
         metrics = e.get("metrics")
         if not isinstance(metrics, dict):
             raise ReportError(f"{where}: \"metrics\" is missing")
@@ -75,6 +78,9 @@ def read_report(path):
             if not isinstance(s, dict):
                 raise ReportError(f"{where}: metric {name}: statistics must be an object")
             stats[name] = {k: number(v, f"{where}: metric {name}: {k}") for k, v in s.items()}
+            missing = [k for k in REQUIRED_STATS if k not in stats[name]]
+            if missing:
+                raise ReportError(f"{where}: metric {name}: statistic \"{missing[0]}\" is missing")
         per_sample = {}
         for name, values in (e.get("per_sample") or {}).items():
             per_sample[name] = [number(v, f"{where}: per_sample {name}") for v in values]
@@ -211,6 +217,10 @@ def main(argv):
         entries += read_report(path)
     if not entries:
         raise ReportError("the reports hold no results")
+    for m in metrics + [SHARE_METRIC]:
+        if not any(m in e["metrics"] for e in entries):
+            known = sorted({k for e in entries for k in e["metrics"]})
+            raise ReportError(f"no entry has the metric \"{m}\"; the reports hold: {', '.join(known)}")
     groups = organise(entries)
     # One colour per path across the figure; the gold (the reference) last.
     names = list(OrderedDict.fromkeys(e["series"] for e in entries))
