@@ -554,7 +554,10 @@ std::vector<Cell> leading_cells(const Layout& l, const Row& r) {
   }
   if (l.show_path) c.push_back(Cell::of_text(axis_value_text(r.entry->axes["path"])));
   if (l.show_report) c.push_back(Cell::of_text(r.report));
-  c.push_back(r.entry->axes.contains("chunk") ? Cell::count(r.entry->axes["chunk"].get<double>()) : Cell::empty());
+  const json chunk = r.entry->axes.value("chunk", json());
+  c.push_back(chunk.is_number() ? Cell::count(chunk.get<double>())
+              : chunk.is_null() ? Cell::empty()
+                                : Cell::of_text(axis_value_text(chunk)));
   return c;
 }
 
