@@ -180,6 +180,20 @@ TEST(Compare, RulesOverrideTheDefaults) {
   EXPECT_EQ(only.figures.size(), 3u);  // power_max max of the 3 emulated entries
 }
 
+TEST(Compare, ToleranceAndCountRulesKnowWhichWayIsBetter) {
+  // A finite count or a finite share falling is worse even under a tolerance rule.
+  const auto rules = check_rules_from_json(nlohmann::json::parse(R"({"defaults": false, "rules": [
+    {"metric": "inv_total_rel_rmse", "statistic": "finite_count", "tolerance": 0.01},
+    {"metric": "inv_finite", "statistic": "min", "check": "count"}]})"));
+  const auto r = compare_reports(sweep(), sweep([](EntrySpec& s) { s.inv_finite = s.chunk == 8 ? 90 : 100; }), rules);
+  EXPECT_EQ(find_figure(r, "inv_total_rel_rmse", "finite_count", 8)->verdict, Verdict::kWorse);
+  EXPECT_EQ(find_figure(r, "inv_finite", "min", 8)->verdict, Verdict::kWorse);
+  EXPECT_EQ(find_figure(r, "inv_finite", "min", 16)->verdict, Verdict::kSame);
+  const auto back = compare_reports(sweep([](EntrySpec& s) { s.inv_finite = 90; }), sweep(), rules);
+  EXPECT_FALSE(back.failed());
+  EXPECT_EQ(find_figure(back, "inv_total_rel_rmse", "finite_count", 8)->verdict, Verdict::kBetter);
+}
+
 TEST(Compare, BadRulesNameTheNearest) {
   auto message = [](const char* text) {
     try {

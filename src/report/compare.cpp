@@ -261,6 +261,14 @@ ShareVerdict judge_share(double s_base, double n_base, double s_new, double n_ne
   return {Verdict::kSame, how};
 }
 
+// Most figures are better lower (errors, non-finite counts, magnitudes); a
+// finite count and every statistic of a 0/1 "finite" metric are better higher.
+bool higher_is_better(const std::string& metric, const std::string& stat) {
+  if (stat == "finite_count") return true;
+  const MetricInfo* info = find_metric(metric);
+  return info && info->kind == MetricKind::kFlag;
+}
+
 const CheckRule* rule_for(const CheckRules& rules, const std::string& metric, const std::string& stat) {
   const CheckRule* found = nullptr;
   for (const auto& r : rules.rules) {
@@ -367,11 +375,15 @@ void compare_entries(const ReportEntry& b, const ReportEntry& n, const CheckRule
         c.rule = "bit-exact";
       } else {
         switch (rule->kind) {
-          case CheckKind::kTolerance:
-            c.verdict = judge_tolerance(c.baseline, c.fresh, rule->tolerance, rule->absolute);
-            c.rule = rule->absolute > 0 ? fmt::format("<= +{}% + {}", format_percent(rule->tolerance), format_sig3(rule->absolute))
-                                        : fmt::format("<= +{}%", format_percent(rule->tolerance));
+          case CheckKind::kTolerance: {
+            // Judging with the roles swapped turns "must not grow" into "must not fall".
+            const bool up = higher_is_better(metric, stat);
+            c.verdict = up ? judge_tolerance(c.fresh, c.baseline, rule->tolerance, rule->absolute)
+                           : judge_tolerance(c.baseline, c.fresh, rule->tolerance, rule->absolute);
+            c.rule = fmt::format("{} {}{}%", up ? ">=" : "<=", up ? "-" : "+", format_percent(rule->tolerance));
+            if (rule->absolute > 0) c.rule += fmt::format(" {} {}", up ? "-" : "+", format_sig3(rule->absolute));
             break;
+          }
           case CheckKind::kShare: {
             const auto sv = judge_share(successes(bi->second, stat, b.samples), static_cast<double>(b.samples),
                                         successes(ni->second, stat, n.samples), static_cast<double>(n.samples),
@@ -381,19 +393,21 @@ void compare_entries(const ReportEntry& b, const ReportEntry& n, const CheckRule
             c.share = stat == "mean";
             break;
           }
-          case CheckKind::kCount:
+          case CheckKind::kCount: {
+            const bool up = higher_is_better(metric, stat);
             c.integral = true;
-            c.verdict = same_value(c.baseline, c.fresh) ? Verdict::kSame
-                        : c.fresh > c.baseline           ? Verdict::kWorse
-                                                         : Verdict::kBetter;
-            c.rule = "must not grow";
+            c.verdict = same_value(c.baseline, c.fresh)         ? Verdict::kSame
+                        : (c.fresh > c.baseline) != up           ? Verdict::kWorse
+                                                                 : Verdict::kBetter;
+            c.rule = up ? "must not fall" : "must not grow";
             // The worst of more samples is worse by itself (with one seed the
             // baseline's samples are a prefix of the new ones): not a regression.
-            if (c.verdict == Verdict::kWorse && n.samples > b.samples) {
+            if (!up && c.verdict == Verdict::kWorse && n.samples > b.samples) {
               c.verdict = Verdict::kSame;
               c.rule = fmt::format("must not grow; not judged: {} samples vs {}", n.samples, b.samples);
             }
             break;
+          }
           case CheckKind::kExact:
             c.verdict = same_value(c.baseline, c.fresh) ? Verdict::kSame : Verdict::kChanged;
             c.rule = "exact";
