@@ -90,10 +90,10 @@ BENCH_LOG="$OUT/bench.log"
 step bench-floor-16 "$BENCH_LOG" "$B/chunkinv" bench --family floor --chunk 16 --dim 128 --samples "$BENCH_SAMPLES" -o "$OUT/bench.json"
 step bench-model_like-32 "$BENCH_LOG" "$B/chunkinv" bench --family model_like --chunk 32 --dim 128 --samples "$BENCH_SAMPLES" --repeat 3
 step bench-model_like-64 "$BENCH_LOG" "$B/chunkinv" bench --family model_like --chunk 64 --dim 128 --samples 16384 --repeat 3 --cpu-samples 512
-# The kernel's other version (kernel_v2.cu), same configurations.
+# The kernel's first version (kernel.cu v1; the default is v2), same configurations.
 for cfg in "floor 16 65536" "model_like 32 65536" "model_like 64 16384"; do
   set -- $cfg
-  step "bench-v2-$1-$2" "$BENCH_LOG" env CHUNKINV_KERNEL_VARIANT=2 "$B/chunkinv" bench --paths kernel --family "$1" --chunk "$2" --dim 128 --samples "$3" --repeat 5
+  step "bench-v1-$1-$2" "$BENCH_LOG" env CHUNKINV_KERNEL_VARIANT=1 "$B/chunkinv" bench --paths kernel --family "$1" --chunk "$2" --dim 128 --samples "$3" --repeat 5
 done
 
 if [ "$EXPERIMENTS" = 1 ]; then
