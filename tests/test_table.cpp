@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 #include "core/error.hpp"
 #include "report/table.hpp"
@@ -252,6 +253,35 @@ TEST(TableCommand, WritesEachFormat) {
   std::string first;
   std::getline(in, first);
   EXPECT_EQ(first, "Chunk C,inverse finite,decay = 0,reciprocal = inf,INV total,INV power");
+}
+
+// A real run laid out as the article's first table: at decay_floor -5 the
+// decays leave the BF16 range at C=19 (2 zeros, 2 infinite reciprocals, no
+// finite inverse) while C=16 is clean (SPEC §5).
+TEST(TableCommand, RunThenTableReproducesTheExponentBoundary) {
+  TempDir dir;
+  const std::string report = dir.file("run.json");
+  const auto run = run_chunkinv("run -a family=floor -a 'chunk=[16,19]' -a decay_floor=-5 --samples 20 "
+                                "--paths gold,emulated -q -o '" + report + "'",
+                                dir);
+  ASSERT_EQ(run.status, 0) << run.errors;
+  const auto csv = run_chunkinv("table '" + report + "' --preset k3-exponent --format csv", dir);
+  ASSERT_EQ(csv.status, 0) << csv.errors;
+  // Rows of CSV fields, the header first.
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(csv.output);
+  for (std::string line; std::getline(lines, line);) {
+    rows.emplace_back();
+    std::istringstream fields(line);
+    for (std::string f; std::getline(fields, f, ',');) rows.back().push_back(f);
+  }
+  ASSERT_EQ(rows.size(), 3u) << csv.output;
+  ASSERT_EQ(rows[1].size(), 6u);
+  ASSERT_EQ(rows[2].size(), 6u);
+  // Chunk C, inverse finite, decay = 0, reciprocal = inf, INV total.
+  EXPECT_EQ(std::vector<std::string>(rows[1].begin(), rows[1].begin() + 4), (std::vector<std::string>{"16", "1", "0", "0"}));
+  EXPECT_EQ(std::vector<std::string>(rows[2].begin(), rows[2].begin() + 5),
+            (std::vector<std::string>{"19", "0", "2", "2", "inf"}));
 }
 
 TEST(TableCommand, UnknownPresetExitsTwoWithTheNearestName) {
