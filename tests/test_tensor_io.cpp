@@ -322,6 +322,24 @@ TEST(TensorIo, MalformedContainersNameTheCulprit) {
   std::string c8 = npy;
   c8.replace(c8.find("'<f4'"), 5, "'<c8'");
   EXPECT_TRUE(usage_error([&] { parse_npy(c8, "c8.npy"); }, {"c8.npy", "<c8", "not supported"}));
+  // Headers built to mislead: a shape whose byte count wraps around 2^64, a
+  // fortran_order that is no bool, nesting deep enough to exhaust a stack.
+  auto npy_with_header = [](const std::string& dict) {
+    std::string h = dict;
+    h.append((64 - (10 + h.size() + 1) % 64) % 64, ' ');
+    h.push_back('\n');
+    std::string b("\x93NUMPY\x01\x00", 8);
+    b.push_back(static_cast<char>(h.size() & 0xFF));
+    b.push_back(static_cast<char>(h.size() >> 8));
+    return b + h + std::string(64, '\0');
+  };
+  EXPECT_TRUE(usage_error([&] { parse_npy(npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }"), "wrap.npy"); },
+                          {"wrap.npy", "truncated", "over 2^64"}));
+  EXPECT_TRUE(usage_error([&] { parse_npy(npy_with_header("{'descr': '<f4', 'fortran_order': 1, 'shape': (4,), }"), "fo.npy"); },
+                          {"fo.npy", "fortran_order"}));
+  EXPECT_TRUE(usage_error([&] { parse_npy(npy_with_header("{'descr': '<f4', 'shape': " + std::string(60000, '(')), "deep.npy"); },
+                          {"deep.npy", "nested too deeply"}));
+  EXPECT_TRUE(usage_error([&] { parse_npy(npy_with_header("{'descr': '<f4', 'shape': 4, }"), "s.npy"); }, {"s.npy", "malformed shape"}));
   // Truncated .npz: the end of the central directory is gone.
   write_npz(dir + "/x.npz", {{"g", t}});
   const std::string z = read_bytes(dir + "/x.npz");
@@ -670,4 +688,59 @@ TEST(FileFamily, ExportedSamplesGiveTheGeneratedFamilysMetrics) {
     // More samples than the file holds: refused, not wrapped.
     EXPECT_TRUE(usage_error([&] { run_experiment(configs, paths, n + 1, 0, opt); }, {"holds 20 samples"}));
   }
+}
+
+// ---------------------------------------------------------------------------
+// Damaged files: every truncation and many byte changes of a valid file give
+// a UsageError or a valid read, never another exception or a crash.
+
+TEST(TensorIo, DamagedFilesNeverCrash) {
+  const std::string dir = temp_dir();
+  const auto samples = some_samples(3, 4, 5);
+  write_tensor_set(dir + "/s.npz", samples);
+  write_tensor_set(dir + "/s.safetensors", samples);
+  write_tensor_set(dir + "/d", samples);
+  struct Case {
+    std::string file;
+    std::function<void(const std::string&)> read;
+  };
+  const std::vector<Case> cases{
+      {dir + "/s.npz", [](const std::string& f) { read_npz(f); }},
+      {dir + "/s.safetensors", [](const std::string& f) { read_safetensors(f); }},
+      {dir + "/d/g.npy", [](const std::string& f) { read_npy(f); }},
+      {std::string(kPythonNpz, kPythonNpz + sizeof(kPythonNpz)), [](const std::string& f) { read_npz(f); }},
+  };
+  uint64_t state = 12345, usage_errors = 0, reads = 0;
+  auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull, state >> 33; };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const std::string good = c == 3 ? cases[c].file : read_bytes(cases[c].file);
+    const std::string f = dir + "/damaged" + std::to_string(c) + (c == 1 ? ".safetensors" : c == 2 ? ".npy" : ".npz");
+    std::vector<std::string> variants;
+    for (size_t n = 0; n < good.size(); n += 1 + good.size() / 200) variants.push_back(good.substr(0, n));
+    for (int k = 0; k < 1500; ++k) {
+      std::string v = good;
+      const int changes = 1 + static_cast<int>(next() % 3);
+      for (int j = 0; j < changes; ++j) {
+        const size_t at = next() % v.size();
+        // Bytes that matter most in headers: 0x00, 0xFF, digits, brackets, random.
+        static const char kBytes[] = {'\0', '\xff', '9', '(', ')', '[', '{', '\x7f', '-'};
+        v[at] = next() % 2 ? kBytes[next() % sizeof(kBytes)] : static_cast<char>(next());
+      }
+      variants.push_back(v);
+    }
+    for (const std::string& v : variants) {
+      write_bytes(f, v);
+      try {
+        cases[c].read(f);
+        ++reads;
+      } catch (const UsageError& e) {
+        ++usage_errors;
+        ASSERT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+      } catch (const std::exception& e) {
+        FAIL() << "case " << c << ": not a UsageError: " << e.what();
+      }
+    }
+  }
+  EXPECT_GT(usage_errors, 1000u);
+  EXPECT_GT(reads, 0u);
 }

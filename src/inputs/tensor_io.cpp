@@ -77,6 +77,20 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return fmt::format("({})", fmt::join(shape, ", "));
 }
 
+// Bytes that `shape` of `t` needs, or UINT64_MAX when that does not fit in
+// 64 bits (a corrupt header must not wrap around into a small size).
+uint64_t bytes_needed(const std::vector<int64_t>& shape, DType t) {
+  for (int64_t d : shape)
+    if (d == 0) return 0;
+  uint64_t n = dtype_size(t);
+  for (int64_t d : shape) {
+    const auto u = static_cast<uint64_t>(d);
+    if (n > UINT64_MAX / u) return UINT64_MAX;
+    n *= u;
+  }
+  return n;
+}
+
 // --- little-endian bytes ---------------------------------------------------
 
 template <typename T>
@@ -184,6 +198,11 @@ class PyLiteral {
   json value() {
     skip();
     if (i_ >= s_.size()) fail("unexpected end");
+    if (++depth_ > 16) fail("nested too deeply");
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     const char c = s_[i_];
     if (c == '\'' || c == '"') return string();
     if (c == '{') {
@@ -249,6 +268,7 @@ class PyLiteral {
   std::string_view s_;
   std::string what_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 // '<f4' and friends; ml_dtypes' 'bfloat16' and void '|V2' are BF16.
@@ -349,12 +369,12 @@ std::vector<ZipMember> zip_directory(std::string_view z, const std::string& what
   if ((entries == 0xFFFF || cd_off == 0xFFFFFFFFu || cd_size == 0xFFFFFFFFu) && eocd >= 20 &&
       load_le<uint32_t>(p + eocd - 20) == 0x07064b50u) {  // ZIP64 locator
     const uint64_t z64 = load_le<uint64_t>(p + eocd - 20 + 8);
-    if (z64 + 56 > z.size() || load_le<uint32_t>(p + z64) != 0x06064b50u) throw bad("bad ZIP64 record");
+    if (z64 > z.size() - 56 || load_le<uint32_t>(p + z64) != 0x06064b50u) throw bad("bad ZIP64 record");
     entries = load_le<uint64_t>(p + z64 + 32);
     cd_size = load_le<uint64_t>(p + z64 + 40);
     cd_off = load_le<uint64_t>(p + z64 + 48);
   }
-  if (cd_off + cd_size > z.size()) throw bad("central directory beyond the end of the file (truncated?)");
+  if (cd_off > z.size() || cd_size > z.size() - cd_off) throw bad("central directory beyond the end of the file (truncated?)");
   std::vector<ZipMember> members;
   uint64_t q = cd_off;
   for (uint64_t e = 0; e < entries; ++e) {
@@ -372,12 +392,13 @@ std::vector<ZipMember> zip_directory(std::string_view z, const std::string& what
     m.name.assign(z.substr(q + 46, nlen));
     if (flags & 1) throw UsageError(fmt::format("{}: member {} is encrypted", what, m.name));
     // ZIP64 extra field: the 64-bit values of the fields saturated above.
-    for (uint64_t x = q + 46 + nlen; x + 4 <= q + 46 + nlen + xlen;) {
+    const uint64_t extra_end = q + 46 + nlen + xlen;
+    for (uint64_t x = q + 46 + nlen; x + 4 <= extra_end;) {
       const uint16_t id = load_le<uint16_t>(p + x), len = load_le<uint16_t>(p + x + 2);
       if (id == 0x0001) {
         uint64_t f = x + 4;
         for (uint64_t* field : {&m.usize, &m.csize, &m.offset}) {
-          if (*field == 0xFFFFFFFFu && f + 8 <= x + 4 + len) {
+          if (*field == 0xFFFFFFFFu && f + 8 <= std::min<uint64_t>(x + 4 + len, extra_end)) {
             *field = load_le<uint64_t>(p + f);
             f += 8;
           }
@@ -394,16 +415,17 @@ std::vector<ZipMember> zip_directory(std::string_view z, const std::string& what
 std::string zip_extract(std::string_view z, const ZipMember& m, const std::string& what) {
   const auto* p = ubytes(z);
   const std::string where = fmt::format("{}[{}]", what, m.name);
-  if (m.offset + 30 > z.size() || load_le<uint32_t>(p + m.offset) != 0x04034b50u)
+  if (m.offset > z.size() - 30 || load_le<uint32_t>(p + m.offset) != 0x04034b50u)
     throw UsageError(where + ": corrupt local header (truncated?)");
   const uint64_t start = m.offset + 30 + load_le<uint16_t>(p + m.offset + 26) + load_le<uint16_t>(p + m.offset + 28);
-  if (start + m.csize > z.size()) throw UsageError(where + ": data beyond the end of the file (truncated?)");
+  if (start > z.size() || m.csize > z.size() - start) throw UsageError(where + ": data beyond the end of the file (truncated?)");
   const std::string_view raw = z.substr(start, m.csize);
   std::string data;
   if (m.method == 0) {
     if (m.csize != m.usize) throw UsageError(where + ": stored member with inconsistent sizes");
     data.assign(raw);
   } else if (m.method == 8) {
+    if (m.usize / 1032 > m.csize + 1) throw UsageError(where + ": corrupt sizes (more than deflate can expand to)");
     data = inflate_raw(raw, m.usize, where);
   } else {
     throw UsageError(fmt::format("{}: compression method {} is not supported (stored or deflated only)", where, m.method));
@@ -456,17 +478,21 @@ Tensor parse_npy(std::string_view b, const std::string& what) {
     throw UsageError(what + ": structured dtypes are not supported (one numeric dtype per file)");
   Tensor t;
   t.dtype = npy_dtype(h["descr"].get<std::string>(), what);
+  if (!h["shape"].is_array()) throw UsageError(what + ": malformed shape in .npy header");
   for (const json& s : h["shape"]) {
     if (!s.is_number_integer() || s.get<int64_t>() < 0) throw UsageError(what + ": malformed shape in .npy header");
     t.shape.push_back(s.get<int64_t>());
   }
+  if (h.contains("fortran_order") && !h["fortran_order"].is_boolean())
+    throw UsageError(what + ": malformed fortran_order in .npy header");
   const bool fortran = h.value("fortran_order", false);
-  const uint64_t n = t.numel();
-  const uint64_t need = n * dtype_size(t.dtype);
   const size_t data = hstart + hlen;
+  const uint64_t need = bytes_needed(t.shape, t.dtype);
   if (b.size() - data < need)
     throw UsageError(fmt::format("{}: truncated: shape {} of {} needs {} data bytes, the file has {}", what,
-                                 shape_string(t.shape), dtype_name(t.dtype), need, b.size() - data));
+                                 shape_string(t.shape), dtype_name(t.dtype),
+                                 need == UINT64_MAX ? std::string("over 2^64") : std::to_string(need), b.size() - data));
+  const uint64_t n = t.numel();
   t.values = decode(b.substr(data, need), t.dtype, n);
   if (fortran && t.shape.size() > 1) {  // column-major on disk: reorder to C order
     std::vector<double> c(n);
@@ -529,6 +555,7 @@ TensorMap read_safetensors(const std::string& path) {
       throw UsageError(fmt::format("{}: dtype {} is not supported (BF16, F16, F32, F64, I16, U16, I32, I64, U8)", where, dt));
     Tensor t;
     t.dtype = it->second;
+    if (!e["shape"].is_array()) throw UsageError(where + ": malformed shape");
     for (const json& s : e["shape"]) {
       if (!s.is_number_integer() || s.get<int64_t>() < 0) throw UsageError(where + ": malformed shape");
       t.shape.push_back(s.get<int64_t>());
@@ -537,7 +564,9 @@ TensorMap read_safetensors(const std::string& path) {
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       throw UsageError(where + ": malformed data_offsets");
     const uint64_t begin = off[0], end = off[1];
-    const uint64_t need = t.numel() * dtype_size(t.dtype);
+    const uint64_t need = bytes_needed(t.shape, t.dtype);
+    if (need == UINT64_MAX)
+      throw UsageError(fmt::format("{}: malformed shape {} (more than 2^64 bytes)", where, shape_string(t.shape)));
     if (begin > end || end - begin != need)
       throw UsageError(fmt::format("{}: data_offsets [{}, {}] do not hold shape {} of {} ({} bytes)", where, begin, end,
                                    shape_string(t.shape), dt, need));
