@@ -4,6 +4,7 @@
 // fraction bits with exponent floor `emin` (subnormals below it) and becomes
 // infinite beyond `max_finite`. Round to nearest even or toward zero.
 #pragma once
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -27,13 +28,24 @@ enum class Rounding { kNearestEven, kTowardZero };
 // tensor-core FP32 output does the same (SPEC §2 notes the emax model).
 inline double round_to(double x, Format f, Rounding r = Rounding::kNearestEven) {
   if (!std::isfinite(x) || x == 0.0) return x;
-  int e = std::ilogb(x);
-  if (e < f.emin) e = f.emin;
+  uint64_t u = std::bit_cast<uint64_t>(x);
+  int e = static_cast<int>((u >> 52) & 0x7FF) - 1023;
+  if (e >= f.emin && e > -1023) {
+    // Normal in the format: round the double's significand to f.mant bits in
+    // place; a carry out of the significand moves to the next binade.
+    const int shift = 52 - f.mant;
+    const uint64_t mask = (uint64_t{1} << shift) - 1;
+    if (r == Rounding::kNearestEven) u += (mask >> 1) + ((u >> shift) & 1);
+    u &= ~mask;
+    const double y = std::bit_cast<double>(u);
+    return std::fabs(y) > f.max_finite ? std::copysign(INFINITY, x) : y;
+  }
+  // Subnormal in the format: a fixed quantum of 2^(emin - mant).
+  e = f.emin;
   const double ulp = std::ldexp(1.0, e - f.mant);
   const double q = x / ulp;  // exact: division by a power of two in range
   const double n = (r == Rounding::kNearestEven) ? std::nearbyint(q) : std::trunc(q);
   const double y = n * ulp;
-  if (std::fabs(y) > f.max_finite) return std::copysign(INFINITY, x);
   return y == 0.0 ? std::copysign(0.0, x) : y;
 }
 

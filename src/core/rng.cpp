@@ -43,11 +43,10 @@ double Rng::uniform(uint64_t index) const {
   return to_unit(b[0], b[1]);
 }
 
-double Rng::normal(uint64_t index) const {
-  // Pair index/2 yields two normals; attempt a of the pair sits at counter
-  // (pair << 8) | a. Rejection leaves p < 2^-200 of pairs unresolved after 256
-  // attempts, so the loop is bounded in practice and the result exact.
-  const uint64_t pair = index >> 1;
+std::pair<double, double> Rng::normal_pair(uint64_t pair) const {
+  // Attempt a of the pair sits at counter (pair << 8) | a. Rejection leaves
+  // p < 2^-200 of pairs unresolved after 256 attempts, so the loop is
+  // bounded in practice and the result exact.
   for (uint64_t a = 0; a < 256; ++a) {
     const auto b = block((pair << 8) | a);
     const double u = 2.0 * to_unit(b[0], b[1]) - 1.0;
@@ -55,9 +54,14 @@ double Rng::normal(uint64_t index) const {
     const double s = u * u + v * v;
     if (s >= 1.0 || s == 0.0) continue;
     const double f = std::sqrt(-2.0 * detmath::log(s) / s);
-    return (index & 1) ? v * f : u * f;
+    return {u * f, v * f};
   }
-  return 0.0;
+  return {0.0, 0.0};
+}
+
+double Rng::normal(uint64_t index) const {
+  const auto [x, y] = normal_pair(index >> 1);
+  return (index & 1) ? y : x;
 }
 
 }  // namespace chunkinv

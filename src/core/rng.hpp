@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <utility>
 
 namespace chunkinv {
 
@@ -24,6 +25,8 @@ class Rng {
   // Standard normal number `index` of this stream (Marsaglia polar method,
   // with detmath::log so that it is platform-independent).
   double normal(uint64_t index) const;
+  // Normals 2*pair and 2*pair + 1 at the cost of one.
+  std::pair<double, double> normal_pair(uint64_t pair) const;
 
  private:
   std::array<uint32_t, 2> key_;

@@ -1,5 +1,6 @@
 // The generated families of SPEC §4 and the registry of all families.
 #include <cmath>
+#include <tuple>
 #include <fmt/format.h>
 
 #include "core/detmath.hpp"
@@ -20,10 +21,18 @@ nlohmann::json Configuration::axes() const {
 void random_unit_key(uint64_t seed, uint64_t index, int row, int dim, double* out) {
   const Rng rng(seed, index, Stream::kKeys);
   double norm2 = 0.0;
-  for (int c = 0; c < dim; ++c) {
-    out[c] = rng.normal(static_cast<uint64_t>(row) * static_cast<uint64_t>(dim) + c);
-    norm2 += out[c] * out[c];
+  const uint64_t base = static_cast<uint64_t>(row) * static_cast<uint64_t>(dim);
+  for (int c = 0; c < dim;) {
+    const uint64_t n = base + c;
+    if ((n & 1) == 0 && c + 1 < dim) {  // both normals of a pair at once
+      std::tie(out[c], out[c + 1]) = rng.normal_pair(n >> 1);
+      c += 2;
+    } else {
+      out[c] = rng.normal(n);
+      c += 1;
+    }
   }
+  for (int c = 0; c < dim; ++c) norm2 += out[c] * out[c];
   const double norm = std::sqrt(norm2);
   for (int c = 0; c < dim; ++c) out[c] = bf16(out[c] / norm);
 }
