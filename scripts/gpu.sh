@@ -10,7 +10,7 @@
 #
 # Files under $OUT: build.log, decay_exceptions.inc (with --calibrate),
 # tests.log, info.json, bench.log, bench.json, summary.txt,
-# results-h200.tar.gz (with --experiments).
+# experiments.log and results-h200.tar.gz (with --experiments).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -97,11 +97,9 @@ for cfg in "floor 16 65536" "model_like 32 65536" "model_like 64 16384"; do
 done
 
 if [ "$EXPERIMENTS" = 1 ]; then
-  EXP_LOG="$OUT/build.log"
-  mkdir -p results/h200
-  # Experiments (SPEC §5 and beyond) go here, one `step` line each, writing
-  # their reports under results/h200; e.g.
-  # step exp-quickstart "$EXP_LOG" "$B/chunkinv" run configs/quickstart.json --paths all -o results/h200/quickstart.json -q
+  # The article's three experiments at 3 and 10^4 samples on all four paths,
+  # with their tables and commands (scripts/reproduce.sh), into results/h200.
+  step reproduce "$OUT/experiments.log" env BUILD_DIR="$B" RESULTS_DIR=results/h200 scripts/reproduce.sh --no-build --large 10000
   tar czf "$OUT/results-h200.tar.gz" results/h200
 fi
 

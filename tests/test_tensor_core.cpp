@@ -42,6 +42,14 @@ TEST(TensorCore, SmallTermsAreTruncatedAt25BitsBelowTheLargest) {
   EXPECT_EQ(dot({1, 0x1.8p-23}, {1, 1}, 0, tc::Accum::kFP32), 1.0 + 0x1p-23);
 }
 
+TEST(TensorCore, AlignmentUsesTheNominalExponentOfProducts) {
+  // 1.5 * 1.5 = 2.25 has nominal exponent 0 (true exponent 1): terms down to
+  // 2^-25 survive. 2.25 - 1.875 + 2^-25 = 0.375 + 2^-25, exact in FP32.
+  EXPECT_EQ(dot({1.5, -1.0, 0x1p-25}, {1.5, 1.875, 1}, 0, tc::Accum::kFP32), 0.375 + 0x1p-25);
+  // The same 2.25 as 1.125 * 2 has nominal exponent 1: the term is cut.
+  EXPECT_EQ(dot({1.125, -1.0, 0x1p-25}, {2.0, 1.875, 1}, 0, tc::Accum::kFP32), 0.375);
+}
+
 TEST(TensorCore, Fp16AccumulatorRoundsToNearestEvenAndZeroIsPositive) {
   // 1 + 2^-11 is a tie between 1 and 1 + 2^-10: even is 1.
   EXPECT_EQ(dot({1, 0x1p-11}, {1, 1}, 0, tc::Accum::kFP16), 1.0);

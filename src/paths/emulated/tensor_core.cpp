@@ -1,6 +1,8 @@
 #include "paths/emulated/tensor_core.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -10,8 +12,8 @@
 namespace chunkinv::tc {
 namespace {
 
-// Exponent of a normal, non-zero double (every product here is one: BF16 and
-// FP16 products lie between 2^-266 and 2^256).
+// Exponent of a normal, non-zero double (every BF16/FP16/FP32 value and
+// every product of two is one in double).
 inline int exponent_of(double x) {
   uint64_t bits;
   std::memcpy(&bits, &x, sizeof bits);
@@ -41,9 +43,19 @@ double dot16(const double* a, const double* b, int b_stride, double c, Accum acc
   if (pos_inf) return INFINITY;
   if (neg_inf) return -INFINITY;
   if (amax == 0.0) return 0.0;  // a zero result is +0
-  const int emax = exponent_of(amax);
+  // The alignment exponent is the largest *nominal* exponent: for a product
+  // the sum of its factors' exponents (its significand lies in [1, 4)), for
+  // c its own; a subnormal counts with its format's smallest exponent.
+  // (Measured on the H200: the true exponent of the largest term keeps one
+  // bit too few whenever that product's significand is >= 2.)
+  const int emin = acc == Accum::kFP32 ? kBF16.emin : kFP16.emin;  // inputs and C share it
+  int emax = std::numeric_limits<int>::min();
+  for (int k = 0; k < 16; ++k)
+    if (t[k] != 0.0)
+      emax = std::max(emax, std::max(exponent_of(a[k]), emin) + std::max(exponent_of(b[k * b_stride]), emin));
+  if (c != 0.0) emax = std::max(emax, std::max(exponent_of(c), emin));
   // Align every term to 2^(emax - kAlignBits) and truncate toward zero: the
-  // scaled terms are below 2^26 in magnitude, so int64 holds their exact sum.
+  // scaled terms are below 2^27 in magnitude, so int64 holds their exact sum.
   const double scale = std::ldexp(1.0, kAlignBits - emax);
   int64_t sum = 0;
   for (double x : t) sum += static_cast<int64_t>(x * scale);

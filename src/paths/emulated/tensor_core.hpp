@@ -2,8 +2,9 @@
 // (SPEC §2 "emulated"; microsoft/MMA-Sim; Khattak & Mikaitis 2025).
 //
 // One output element d = c + sum_{k<16} a_k b_k: every product is exact; the
-// products and c are aligned to the largest exponent emax among them and
-// each is truncated toward zero at 2^(emax - 25); the truncated terms are
+// products and c are aligned to the largest nominal exponent emax among them
+// (a product's is the sum of its factors' exponents) and each is truncated
+// toward zero at 2^(emax - 25); the truncated terms are
 // summed exactly; the sum is truncated to FP32 (BF16 inputs, FP32
 // accumulator) or rounded to nearest even to FP16 (FP16 accumulator), where
 // a result of zero is +0. NaN inputs, inf*0 and inf-inf give NaN.
