@@ -68,7 +68,9 @@ TEST(Formats, Fp16AllPatternsRoundTripAndMidpoints) {
     const int m = b & 1023;
     if (e == 31) {
       EXPECT_EQ(std::isnan(v), m != 0);
-      if (m == 0) EXPECT_TRUE(std::isinf(v));
+      if (m == 0) {
+        EXPECT_TRUE(std::isinf(v));
+      }
       continue;
     }
     // Independent value: subnormal m * 2^-24, normal (1024 + m) * 2^(e-25).

@@ -111,21 +111,7 @@ class CublasPath final : public Path {
 
   void run_batch(std::span<const Sample> samples, std::span<const GoldOutput> gold, std::span<PathOutput> out,
                  ThreadPool& pool, bool keep_powers) override {
-    BatchTiming total;
-    size_t i = 0;
-    while (i < samples.size()) {
-      size_t j = i + 1;
-      while (j < samples.size() && samples[j].chunk == samples[i].chunk && samples[j].dim == samples[i].dim) ++j;
-      const BatchTiming t = run_group(samples.subspan(i, j - i), gold.empty() ? gold : gold.subspan(i, j - i),
-                                      out.subspan(i, j - i), pool, keep_powers);
-      total.upload_ms += t.upload_ms;
-      total.compute_ms += t.compute_ms;
-      total.download_ms += t.download_ms;
-      total.host_ms += t.host_ms;
-      i = j;
-    }
-    total.samples = long(samples.size());
-    detail::record_timing("cublas", total);
+    detail::run_by_shape("cublas", samples, gold, out, [&](auto s, auto g, auto o) { return run_group(s, g, o, pool, keep_powers); });
   }
 
  private:

@@ -7,11 +7,13 @@
 #include <cstring>
 #include <algorithm>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "paths/kernel/cuda_check.cuh"
 #include "paths/kernel/gpu_timing.hpp"
+#include "paths/path.hpp"
 
 namespace chunkinv::gpu::detail {
 
@@ -74,6 +76,29 @@ inline uint16_t exact_bf16_bits(double v) {
 }
 
 void record_timing(const std::string& path, const BatchTiming& t);
+
+// Splits a batch into runs of one shape (chunk, dim), calls
+// run_group(samples, gold, out) on each, and records the summed timing
+// under `path`. gold may be empty.
+template <class RunGroup>
+void run_by_shape(const std::string& path, std::span<const Sample> samples, std::span<const GoldOutput> gold,
+                  std::span<PathOutput> out, RunGroup&& run_group) {
+  BatchTiming total;
+  size_t i = 0;
+  while (i < samples.size()) {
+    size_t j = i + 1;
+    while (j < samples.size() && samples[j].chunk == samples[i].chunk && samples[j].dim == samples[i].dim) ++j;
+    const BatchTiming t =
+        run_group(samples.subspan(i, j - i), gold.empty() ? gold : gold.subspan(i, j - i), out.subspan(i, j - i));
+    total.upload_ms += t.upload_ms;
+    total.compute_ms += t.compute_ms;
+    total.download_ms += t.download_ms;
+    total.host_ms += t.host_ms;
+    i = j;
+  }
+  total.samples = long(samples.size());
+  record_timing(path, total);
+}
 
 // Three events around upload, compute and download on one stream.
 class EventTimer {
