@@ -229,10 +229,16 @@ def main(argv):
     colors = {p: f"C{i % 10}" for i, p in enumerate(names)}
     have_hist = any(metrics[0] in e["per_sample"] for e in entries)
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import numpy as np
+    except ImportError as err:
+        print(f"plot.py: {sys.executable} lacks matplotlib/numpy ({err.name}); install them "
+              "(Debian: apt-get install python3-matplotlib) or run the script with a Python that has them",
+              file=sys.stderr)
+        return 2
 
     rows = len(metrics) + 1 + (1 if have_hist else 0)
     cols = len(groups)
