@@ -1,7 +1,6 @@
 // Reports built in code for the table and check tests, and a way to run the
 // built binary and capture what it prints and its exit status.
 #pragma once
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -14,6 +13,7 @@
 
 #include "metrics/stats.hpp"
 #include "report/report.hpp"
+#include "shell.hpp"
 
 namespace chunkinv::testing {
 
@@ -131,15 +131,10 @@ struct RunResult {
 // Runs the built binary with `args` (a shell fragment), capturing stdout and stderr.
 inline RunResult run_chunkinv(const std::string& args, const TempDir& dir) {
   const std::string err = dir.file("stderr.txt");
-  const std::string cmd = std::string("'") + CHUNKINV_BINARY + "' " + args + " 2>'" + err + "'";
+  const ShellResult s = run_shell(binary() + " " + args + " 2>'" + err + "'");
   RunResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.status = s.status;
+  r.output = s.out;
   std::ifstream in(err);
   r.errors.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   return r;

@@ -4,7 +4,6 @@
 // strings, and its errors.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include "metrics/metrics.hpp"
 #include "paths/emulated/emulated.hpp"
 #include "paths/gold/gold.hpp"
+#include "shell.hpp"
 
 using namespace chunkinv;
 using nlohmann::json;
@@ -34,16 +34,9 @@ struct Result {
 
 // Runs the binary with `args`; stdout only, or stdout and stderr.
 Result run_chunkinv(const std::string& args, bool with_stderr = false) {
-  const std::string cmd = std::string("'") + CHUNKINV_BINARY + "' " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  const auto r = chunkinv::testing::run_shell(chunkinv::testing::binary() + " " + args +
+                                              (with_stderr ? " 2>&1" : " 2>/dev/null"));
+  return {r.status, r.out};
 }
 
 std::string temp_dir() {
@@ -213,15 +206,8 @@ TEST(Inspect, ErrorsNameTheCulprit) {
   r = run_chunkinv("inspect --family real_gates", true);
   EXPECT_EQ(r.status, 0) << r.out;
   const std::string env = "CHUNKINV_DATA='" + temp_dir() + "' ";
-  const std::string cmd = env + "'" + CHUNKINV_BINARY + "' inspect --family real_gates 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = ::pclose(p);
-  EXPECT_EQ(WEXITSTATUS(st), 2) << out;
+  const auto [st, out] = chunkinv::testing::run_shell(env + chunkinv::testing::binary() + " inspect --family real_gates 2>&1");
+  EXPECT_EQ(st, 2) << out;
   EXPECT_NE(out.find("gdn-gates/Qwen3-Next/g.npy not found"), std::string::npos) << out;
   EXPECT_NE(out.find("CHUNKINV_DATA"), std::string::npos) << out;
 }

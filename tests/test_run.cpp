@@ -13,6 +13,7 @@
 #include "driver/experiment.hpp"
 #include "inputs/family.hpp"
 #include "report/report.hpp"
+#include "shell.hpp"
 
 using namespace chunkinv;
 namespace fs = std::filesystem;
@@ -26,14 +27,8 @@ struct Proc {
 
 // Runs the built binary; stdout and stderr together.
 Proc sh(const std::string& args) {
-  const std::string cmd = std::string(CHUNKINV_BINARY) + " " + args + " 2>&1";
-  Proc p{0, ""};
-  FILE* f = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), f)) p.out.append(buf.data(), n);
-  const int st = pclose(f);
-  p.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return p;
+  const auto r = chunkinv::testing::run_shell(chunkinv::testing::binary() + " " + args + " 2>&1");
+  return {r.status, r.out};
 }
 
 fs::path temp_dir() {
