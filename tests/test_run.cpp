@@ -12,6 +12,7 @@
 
 #include "driver/experiment.hpp"
 #include "inputs/family.hpp"
+#include "paths/gpu.hpp"
 #include "report/report.hpp"
 #include "shell.hpp"
 
@@ -171,6 +172,16 @@ TEST(RunCli, BadInputExits2WithOneLineAndNoReport) {
     EXPECT_NE(p.out.find(c.expect), std::string::npos) << c.args << "\n" << p.out;
     EXPECT_EQ(std::count(p.out.begin(), p.out.end(), '\n'), 1) << "one line: " << p.out;
     EXPECT_FALSE(fs::exists(out)) << c.args;
+  }
+  // A GPU path where there is no usable GPU: one line naming the path and why.
+  if (const std::string why = gpu::unavailable_reason(); !why.empty()) {
+    for (const char* path : {"kernel", "cublas", "all,kernel"}) {
+      const Proc p = sh(std::string("run -a chunk=8 --samples 2 -q --paths ") + path + " -o " + out.string());
+      EXPECT_EQ(p.status, 2) << p.out;
+      EXPECT_NE(p.out.find("needs a CUDA GPU: " + why), std::string::npos) << p.out;
+      EXPECT_EQ(std::count(p.out.begin(), p.out.end(), '\n'), 1) << p.out;
+      EXPECT_FALSE(fs::exists(out));
+    }
   }
   // An unwritable output path: named, exit 2, nothing written, nothing computed.
   const Proc p = sh("run -a chunk=8 --samples 2 -q -o /nonexistent-dir/r.json");
