@@ -68,15 +68,12 @@ void random_beta(Sample& s, uint64_t seed, uint64_t index) {
   for (int t = 0; t < s.chunk; ++t) s.beta[t] = detmath::sigmoid(rng.normal(t));
 }
 
-class FloorFamily : public Family {
+// Random normalised keys and beta = sigmoid(N(0,1)); the gates come from a
+// decay floor (< 0), which each subclass turns into g.
+class DecayFloorFamily : public Family {
  public:
-  std::string name() const override { return "floor"; }
-  std::string description() const override {
-    return "random normalised keys; every g_t = decay_floor; beta = sigmoid(N(0,1))";
-  }
-  std::vector<FamilyParam> params() const override {
-    return {{"decay_floor", -5.0, "the constant log-decay of every token (< 0)"}};
-  }
+  explicit DecayFloorFamily(std::string floor_help) : floor_help_(std::move(floor_help)) {}
+  std::vector<FamilyParam> params() const override { return {{"decay_floor", -5.0, floor_help_}}; }
   void validate(const Configuration& c) const override {
     Family::validate(c);
     require_negative(c, "decay_floor");
@@ -84,10 +81,28 @@ class FloorFamily : public Family {
   Sample make(const Configuration& c, uint64_t seed, uint64_t index) const override {
     Sample s = blank(c);
     random_keys(s, seed, index);
-    std::fill(s.g.begin(), s.g.end(), param(c, "decay_floor"));
+    gates(s, param(c, "decay_floor"), seed, index);
     random_beta(s, seed, index);
     return s;
   }
+
+ protected:
+  virtual void gates(Sample& s, double floor, uint64_t seed, uint64_t index) const = 0;
+
+ private:
+  std::string floor_help_;
+};
+
+class FloorFamily : public DecayFloorFamily {
+ public:
+  FloorFamily() : DecayFloorFamily("the constant log-decay of every token (< 0)") {}
+  std::string name() const override { return "floor"; }
+  std::string description() const override {
+    return "random normalised keys; every g_t = decay_floor; beta = sigmoid(N(0,1))";
+  }
+
+ protected:
+  void gates(Sample& s, double floor, uint64_t, uint64_t) const override { std::fill(s.g.begin(), s.g.end(), floor); }
 };
 
 class WeakDecayCorrelatedFamily : public Family {
@@ -117,27 +132,18 @@ class WeakDecayCorrelatedFamily : public Family {
   }
 };
 
-class ModelLikeFamily : public Family {
+class ModelLikeFamily : public DecayFloorFamily {
  public:
+  ModelLikeFamily() : DecayFloorFamily("the gate's lower bound (< 0)") {}
   std::string name() const override { return "model_like"; }
   std::string description() const override {
     return "random normalised keys; g_t = decay_floor * sigmoid(N(0,1)) (the K3 safe gate); beta = sigmoid(N(0,1))";
   }
-  std::vector<FamilyParam> params() const override {
-    return {{"decay_floor", -5.0, "the gate's lower bound (< 0)"}};
-  }
-  void validate(const Configuration& c) const override {
-    Family::validate(c);
-    require_negative(c, "decay_floor");
-  }
-  Sample make(const Configuration& c, uint64_t seed, uint64_t index) const override {
-    Sample s = blank(c);
-    random_keys(s, seed, index);
+
+ protected:
+  void gates(Sample& s, double floor, uint64_t seed, uint64_t index) const override {
     const Rng gate(seed, index, Stream::kGate);
-    const double floor = param(c, "decay_floor");
     for (int t = 0; t < s.chunk; ++t) s.g[t] = floor * detmath::sigmoid(gate.normal(t));
-    random_beta(s, seed, index);
-    return s;
   }
 };
 
