@@ -235,13 +235,7 @@ class CublasPath final : public Path {
     const auto t1 = std::chrono::steady_clock::now();
 
     const std::vector<double>& bf = bf16_values();
-    const std::vector<double>& hf = fp16_values();
-    auto matrix = [&](const uint16_t* src) {
-      Mat m(C, C);
-      for (int r = 0; r < C; ++r)
-        for (int c = 0; c < C; ++c) m(r, c) = hf[src[r * C + c]];
-      return m;
-    };
+    auto matrix = [&](const uint16_t* src) { return fp16_matrix(src, C); };
     auto powers_of = [&](size_t m) {
       std::vector<Mat> v;
       for (const auto& q : powers) v.push_back(matrix(q.data() + m * csq));

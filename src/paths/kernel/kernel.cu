@@ -337,13 +337,7 @@ class KernelPath final : public Path {
 
     // Unpack: every value exact as a double.
     const std::vector<double>& bf = bf16_values();
-    const std::vector<double>& hf = fp16_values();
-    auto matrix = [&](const uint16_t* src) {
-      Mat m(C, C);
-      for (int r = 0; r < C; ++r)
-        for (int c = 0; c < C; ++c) m(r, c) = hf[src[r * C + c]];
-      return m;
-    };
+    auto matrix = [&](const uint16_t* src) { return fp16_matrix(src, C); };
     auto powers = [&](int task) {
       std::vector<Mat> v;
       for (int q = 0; q < npow; ++q) v.push_back(matrix(h_powers + (size_t(task) * npow + q) * csq));

@@ -77,6 +77,15 @@ inline uint16_t exact_bf16_bits(double v) {
 
 void record_timing(const std::string& path, const BatchTiming& t);
 
+// A C x C matrix stored row-major as FP16 bit patterns, as exact doubles.
+inline Mat fp16_matrix(const uint16_t* src, int C) {
+  const std::vector<double>& hf = fp16_values();
+  Mat m(C, C);
+  for (int r = 0; r < C; ++r)
+    for (int c = 0; c < C; ++c) m(r, c) = hf[src[r * C + c]];
+  return m;
+}
+
 // Splits a batch into runs of one shape (chunk, dim), calls
 // run_group(samples, gold, out) on each, and records the summed timing
 // under `path`. gold may be empty.
