@@ -234,7 +234,6 @@ class CublasPath final : public Path {
     CUDA_CHECK(cudaStreamSynchronize(st));
     const auto t1 = std::chrono::steady_clock::now();
 
-    const std::vector<double>& bf = bf16_values();
     auto matrix = [&](const uint16_t* src) { return fp16_matrix(src, C); };
     auto powers_of = [&](size_t m) {
       std::vector<Mat> v;
@@ -244,12 +243,7 @@ class CublasPath final : public Path {
     pool.parallel_for(blocks, [&](size_t b) {
       for (size_t s = b * kBlock; s < std::min(size_t(n), (b + 1) * kBlock); ++s) {
         PathOutput& o = out[s];
-        o.decay.resize(C);
-        o.inv_decay.resize(C);
-        for (int r = 0; r < C; ++r) {
-          o.decay[r] = bf[h_decay[s * C + r]];
-          o.inv_decay[r] = bf[h_inv_decay[s * C + r]];
-        }
+        unpack_decays(o, h_decay, h_inv_decay, s, C);
         o.L = matrix(h_l + s * csq);
         o.run.inv = matrix(h_inv + s * csq);
         o.run.highest_power = p;

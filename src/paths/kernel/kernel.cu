@@ -336,7 +336,6 @@ class KernelPath final : public Path {
     const auto t1 = std::chrono::steady_clock::now();
 
     // Unpack: every value exact as a double.
-    const std::vector<double>& bf = bf16_values();
     auto matrix = [&](const uint16_t* src) { return fp16_matrix(src, C); };
     auto powers = [&](int task) {
       std::vector<Mat> v;
@@ -346,12 +345,7 @@ class KernelPath final : public Path {
     pool.parallel_for(blocks, [&](size_t b) {
       for (size_t s = b * kBlock; s < std::min(size_t(n), (b + 1) * kBlock); ++s) {
         PathOutput& o = out[s];
-        o.decay.resize(C);
-        o.inv_decay.resize(C);
-        for (int r = 0; r < C; ++r) {
-          o.decay[r] = bf[h_decay[s * C + r]];
-          o.inv_decay[r] = bf[h_inv_decay[s * C + r]];
-        }
+        unpack_decays(o, h_decay, h_inv_decay, s, C);
         o.L = matrix(h_l + s * csq);
         o.run.inv = matrix(h_inv + s * csq);
         o.run.highest_power = h_hp[s];

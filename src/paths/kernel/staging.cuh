@@ -77,6 +77,17 @@ inline uint16_t exact_bf16_bits(double v) {
 
 void record_timing(const std::string& path, const BatchTiming& t);
 
+// Sample s's C decays and inverse decays from BF16 bit patterns, as exact doubles.
+inline void unpack_decays(PathOutput& o, const uint16_t* decay, const uint16_t* inv_decay, size_t s, int C) {
+  const std::vector<double>& bf = bf16_values();
+  o.decay.resize(C);
+  o.inv_decay.resize(C);
+  for (int r = 0; r < C; ++r) {
+    o.decay[r] = bf[decay[s * C + r]];
+    o.inv_decay[r] = bf[inv_decay[s * C + r]];
+  }
+}
+
 // A C x C matrix stored row-major as FP16 bit patterns, as exact doubles.
 inline Mat fp16_matrix(const uint16_t* src, int C) {
   const std::vector<double>& hf = fp16_values();

@@ -12,7 +12,18 @@ namespace {
 
 using detail::DeviceBuffer;
 
-// One warp per tile; fragments straight from global memory (PTX ISA layout).
+// The A (16x16 row-major) and B (16x8, k x n) fragments of lane (g, t) of an
+// m16n8k16 mma, read straight from global memory (PTX ISA layout).
+__device__ void load_ab_fragments(const uint16_t* A, const uint16_t* B, int g, int t, uint32_t fa[4], uint32_t fb[2]) {
+  fa[0] = ptx::pack2(A[g * 16 + 2 * t], A[g * 16 + 2 * t + 1]);
+  fa[1] = ptx::pack2(A[(g + 8) * 16 + 2 * t], A[(g + 8) * 16 + 2 * t + 1]);
+  fa[2] = ptx::pack2(A[g * 16 + 2 * t + 8], A[g * 16 + 2 * t + 9]);
+  fa[3] = ptx::pack2(A[(g + 8) * 16 + 2 * t + 8], A[(g + 8) * 16 + 2 * t + 9]);
+  fb[0] = ptx::pack2(B[(2 * t) * 8 + g], B[(2 * t + 1) * 8 + g]);
+  fb[1] = ptx::pack2(B[(2 * t + 8) * 8 + g], B[(2 * t + 9) * 8 + g]);
+}
+
+// One warp per tile.
 __global__ void mma_bf16_kernel(const uint16_t* a, const uint16_t* b, const float* c, float* d, size_t tiles) {
   const size_t tile = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   if (tile >= tiles) return;
@@ -20,12 +31,8 @@ __global__ void mma_bf16_kernel(const uint16_t* a, const uint16_t* b, const floa
   const uint16_t* A = a + tile * 256;
   const uint16_t* B = b + tile * 128;
   const float* Cm = c + tile * 128;
-  uint32_t fa[4] = {ptx::pack2(A[g * 16 + 2 * t], A[g * 16 + 2 * t + 1]),
-                    ptx::pack2(A[(g + 8) * 16 + 2 * t], A[(g + 8) * 16 + 2 * t + 1]),
-                    ptx::pack2(A[g * 16 + 2 * t + 8], A[g * 16 + 2 * t + 9]),
-                    ptx::pack2(A[(g + 8) * 16 + 2 * t + 8], A[(g + 8) * 16 + 2 * t + 9])};
-  uint32_t fb[2] = {ptx::pack2(B[(2 * t) * 8 + g], B[(2 * t + 1) * 8 + g]),
-                    ptx::pack2(B[(2 * t + 8) * 8 + g], B[(2 * t + 9) * 8 + g])};
+  uint32_t fa[4], fb[2];
+  load_ab_fragments(A, B, g, t, fa, fb);
   float fc[4] = {Cm[g * 8 + 2 * t], Cm[g * 8 + 2 * t + 1], Cm[(g + 8) * 8 + 2 * t], Cm[(g + 8) * 8 + 2 * t + 1]};
   float fd[4];
   ptx::mma_bf16_f32(fd, fa, fb, fc);
@@ -43,12 +50,8 @@ __global__ void mma_f16_kernel(const uint16_t* a, const uint16_t* b, const uint1
   const uint16_t* A = a + tile * 256;
   const uint16_t* B = b + tile * 128;
   const uint16_t* Cm = c + tile * 128;
-  uint32_t fa[4] = {ptx::pack2(A[g * 16 + 2 * t], A[g * 16 + 2 * t + 1]),
-                    ptx::pack2(A[(g + 8) * 16 + 2 * t], A[(g + 8) * 16 + 2 * t + 1]),
-                    ptx::pack2(A[g * 16 + 2 * t + 8], A[g * 16 + 2 * t + 9]),
-                    ptx::pack2(A[(g + 8) * 16 + 2 * t + 8], A[(g + 8) * 16 + 2 * t + 9])};
-  uint32_t fb[2] = {ptx::pack2(B[(2 * t) * 8 + g], B[(2 * t + 1) * 8 + g]),
-                    ptx::pack2(B[(2 * t + 8) * 8 + g], B[(2 * t + 9) * 8 + g])};
+  uint32_t fa[4], fb[2];
+  load_ab_fragments(A, B, g, t, fa, fb);
   uint32_t fc[2] = {ptx::pack2(Cm[g * 8 + 2 * t], Cm[g * 8 + 2 * t + 1]),
                     ptx::pack2(Cm[(g + 8) * 8 + 2 * t], Cm[(g + 8) * 8 + 2 * t + 1])};
   uint32_t fd[2];
