@@ -14,7 +14,7 @@
 #include "core/thread_pool.hpp"
 #include "driver/experiment.hpp"
 #include "inputs/family.hpp"
-#include "inputs/tensor_io.hpp"
+#include "inputs/tensor_set.hpp"
 #include "metrics/metrics.hpp"
 #include "paths/gold/gold.hpp"
 #include "paths/path.hpp"

@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "inputs/family.hpp"
-#include "inputs/tensor_io.hpp"
+#include "inputs/tensor_set.hpp"
+#include "io/npy.hpp"
 
 namespace chunkinv {
 
