@@ -91,6 +91,12 @@ TEST(Npz, HandMadeArchivesRead) {
   z64.zip64 = true;
   EXPECT_EQ(parse_npz(zip_archive({z64}, /*zip64_end=*/true), "b.npz").at("g").values, (std::vector<double>{-1, -1}));
   if (zlib_available()) {
+    RawMember d = npy_member("g.npy", -3.0);
+    const uint64_t npy_size = d.data.size();
+    d.method = 8;
+    d.data = deflate_stored(d.data);
+    d.usize = npy_size;
+    EXPECT_EQ(parse_npz(zip_archive({d}), "d.npz").at("g").values, (std::vector<double>{-3, -3}));
     const ZipMember m = zip_directory(zip_archive({zeros_member("z", 100000)}), "c.npz").at(0);
     EXPECT_EQ(zip_extract(zip_archive({zeros_member("z", 100000)}), m, "c.npz"), std::string(100000, '\0'));
   }
