@@ -8,6 +8,8 @@
 #
 #   scripts/gpu.sh [--calibrate] [--experiments] [--no-tests] [--bench-samples N]
 #
+# The GPU build is the README's build with the CUDA architecture given.
+#
 # Files under $OUT: build.log, decay_exceptions.inc (with --calibrate),
 # tests.log, info.json, bench.log, bench.json, summary.txt,
 # experiments.log and results-h200.tar.gz (with --experiments).
@@ -50,7 +52,7 @@ BUILD_LOG="$OUT/build.log"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv; nvcc --version | tail -2; cmake --version | head -1; } > "$BUILD_LOG" 2>&1
 GEN=""
 command -v ninja > /dev/null && GEN="-G Ninja"
-step configure "$BUILD_LOG" cmake -S . -B "$B" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "-DCMAKE_CUDA_FLAGS=-Xptxas=-v" "-DCMAKE_CXX_FLAGS=-include cstdint" || { cat "$SUMMARY"; tail -40 "$BUILD_LOG"; exit 1; }
+step configure "$BUILD_LOG" cmake -S . -B "$B" $GEN -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "-DCMAKE_CUDA_FLAGS=-Xptxas=-v" || { cat "$SUMMARY"; tail -40 "$BUILD_LOG"; exit 1; }
 KEEP_GOING=""
 [ -n "$GEN" ] && KEEP_GOING="-- -k 0"  # ninja: every error in one log, and every target that can be built
 if ! step build "$BUILD_LOG" cmake --build "$B" -j "$JOBS" $KEEP_GOING; then
@@ -59,8 +61,8 @@ if ! step build "$BUILD_LOG" cmake --build "$B" -j "$JOBS" $KEEP_GOING; then
 fi
 
 if [ "$CALIBRATE" = 1 ]; then
-  step calibrate-decay "$BUILD_LOG" "$B/chunkinv" calibrate-decay -o src/paths/emulated/decay_exceptions.inc
-  cp src/paths/emulated/decay_exceptions.inc "$OUT/decay_exceptions.inc"
+  step calibrate-decay "$BUILD_LOG" "$B/chunkinv" calibrate-decay -o src/arith/decay_exceptions.inc
+  cp src/arith/decay_exceptions.inc "$OUT/decay_exceptions.inc"
   grep -m1 'calibrate-decay: [0-9]' "$BUILD_LOG" >> "$SUMMARY"
   step rebuild "$BUILD_LOG" cmake --build "$B" -j "$JOBS" $KEEP_GOING
 fi
@@ -69,32 +71,21 @@ TEST_LOG="$OUT/tests.log"
 if [ "$TESTS" = 1 ]; then
   # Every test through ctest: the GPU tests verbosely (they print their
   # agreement figures) and one at a time (one GPU), the others in parallel.
-  if [ -x "$B/chunkinv_tests" ]; then
-    step ctest-gpu "$TEST_LOG" ctest --test-dir "$B" -V -R '^Gpu' --timeout 900
-    step ctest-cpu "$TEST_LOG" ctest --test-dir "$B" -j "$JOBS" --output-on-failure -E '^Gpu' --timeout 900
-  else
-    # Some other test file did not compile: build the GPU tests on their own
-    # against the library, so that the GPU is still checked in this call.
-    step gpu-tests-build "$TEST_LOG" g++ -std=c++20 -O2 -include cstdint -ffp-contract=off -DCHUNKINV_HAVE_CUDA=1 \
-      -DFMT_SHARED -DEIGEN_DONT_VECTORIZE -DEIGEN_DONT_PARALLELIZE -Isrc -Itests -isystem /usr/include/eigen3 \
-      -I/usr/local/cuda/include tests/test_gpu_*.cpp "$B/libchunkinv_lib.a" -L/usr/local/cuda/lib64 \
-      -lcublas -lcudart -lfmt -lz -lgtest_main -lgtest -lpthread -o "$B/gpu_tests"
-    [ -x "$B/gpu_tests" ] && step gpu-tests "$TEST_LOG" "$B/gpu_tests" --gtest_color=no
-  fi
+  step ctest-gpu "$TEST_LOG" ctest --test-dir "$B" -V -R '^Gpu' --timeout 900
+  step ctest-cpu "$TEST_LOG" ctest --test-dir "$B" -j "$JOBS" --output-on-failure -E '^Gpu' --timeout 900
 fi
 
 step info "$OUT/info.json" "$B/chunkinv" info --format json
 "$B/chunkinv" info >> "$SUMMARY" 2>&1
 
 BENCH_LOG="$OUT/bench.log"
-step bench-floor-16 "$BENCH_LOG" "$B/chunkinv" bench --family floor --chunk 16 --dim 128 --samples "$BENCH_SAMPLES" -o "$OUT/bench.json"
-step bench-model_like-32 "$BENCH_LOG" "$B/chunkinv" bench --family model_like --chunk 32 --dim 128 --samples "$BENCH_SAMPLES" --repeat 3
-step bench-model_like-64 "$BENCH_LOG" "$B/chunkinv" bench --family model_like --chunk 64 --dim 128 --samples 16384 --repeat 3 --cpu-samples 512
-# The kernel's first version (kernel.cu v1; the default is v2), same configurations.
-for cfg in "floor 16 65536" "model_like 32 65536" "model_like 64 16384"; do
-  set -- $cfg
-  step "bench-v1-$1-$2" "$BENCH_LOG" env CHUNKINV_KERNEL_VARIANT=1 "$B/chunkinv" bench --paths kernel --family "$1" --chunk "$2" --dim 128 --samples "$3" --repeat 5
-done
+# Every path and method at C = 16, 32, 64 (the kernel validated against the
+# emulated path first), then the kernel's first version on the same sizes.
+step bench-floor-16 "$BENCH_LOG" "$B/chunkinv" bench -a family=floor -a chunk=16 -a 'method=[neumann,fwdsub_fp32]' --samples "$BENCH_SAMPLES" -o "$OUT/bench.json"
+step bench-model_like-32 "$BENCH_LOG" "$B/chunkinv" bench -a family=model_like -a chunk=32 --samples "$BENCH_SAMPLES" --repeat 3
+step bench-model_like-64 "$BENCH_LOG" "$B/chunkinv" bench -a family=model_like -a chunk=64 --samples 16384 --repeat 3 --cpu-samples 512
+step bench-v1 "$BENCH_LOG" "$B/chunkinv" bench --paths kernel:version=1 -a 'family=[floor]' -a 'chunk=[16,32]' --samples "$BENCH_SAMPLES" --repeat 5
+step bench-v1-64 "$BENCH_LOG" "$B/chunkinv" bench --paths kernel:version=1 -a family=model_like -a chunk=64 --samples 16384 --repeat 5
 
 if [ "$EXPERIMENTS" = 1 ]; then
   # The article's three experiments at 3 and 10^4 samples on all four paths,
@@ -117,7 +108,7 @@ fi
   grep -E 'tests passed|tests failed|\*\*\*Failed|Not Run' "$TEST_LOG" 2>/dev/null
   echo
   echo "--- bench"
-  grep -E '^(bench|host|path|gold|emulated|kernel|cublas) ' "$BENCH_LOG" 2>/dev/null | cut -c1-220
+  grep -E '^(bench|configuration|floor|model_like|weak_decay_correlated) ' "$BENCH_LOG" 2>/dev/null | cut -c1-220
   echo
   echo "total $(( $(date +%s) - T_START )) s"
 } >> "$SUMMARY"

@@ -19,14 +19,21 @@ import os
 import sys
 from collections import OrderedDict
 
-SCHEMA = "chunkinv.report/1"
-DEFAULT_METRICS = ["inv_total_rel_rmse", "inv_stable_l_rel_rmse"]
+SCHEMAS = ("chunkinv.report/2", "chunkinv.report/1")
+# Names of schema /1, read under today's names (docs/report-schema.md).
+ALIASES = {
+    "inv_stable_l_rel_rmse": "inv_gold_l_rel_rmse",
+    "inv_neumann_only_rel_rmse": "inv_method_only_rel_rmse",
+    "stable_l_highest_power": "gold_l_highest_power",
+    "stable_l_power_max": "gold_l_power_max",
+}
+DEFAULT_METRICS = ["inv_total_rel_rmse", "inv_gold_l_rel_rmse"]
 SHARE_METRIC = "inv_finite"
 REQUIRED_STATS = ["median", "mean", "p10", "p90", "p99", "min", "max", "finite_count"]
 TITLES = {
     "inv_total_rel_rmse": "INV total (vs gold inverse)",
-    "inv_stable_l_rel_rmse": "INV power (Neumann on fp16(gold L))",
-    "inv_neumann_only_rel_rmse": "Neumann only (vs inverse of I + path L)",
+    "inv_gold_l_rel_rmse": "INV power (the method on the gold L)",
+    "inv_method_only_rel_rmse": "method only (vs inverse of I + path L)",
     "l_rel_rmse": "L (vs gold L)",
     "inverse_residual": "residual (I + gold L) INV - I",
 }
@@ -55,8 +62,8 @@ def read_report(path):
         raise ReportError(f"report {path}: cannot be opened ({e.strerror})") from None
     except json.JSONDecodeError as e:
         raise ReportError(f"report {path}: not valid JSON ({e})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise ReportError(f"report {path}: schema is not \"{SCHEMA}\"")
+    if not isinstance(doc, dict) or doc.get("schema") not in SCHEMAS:
+        raise ReportError(f"report {path}: schema is not \"{SCHEMAS[0]}\"")
     results = doc.get("results")
     if not isinstance(results, list):
         raise ReportError(f"report {path}: \"results\" is missing or not an array")
@@ -75,6 +82,7 @@ def read_report(path):
             raise ReportError(f"{where}: \"metrics\" is missing")
         stats = {}
         for name, s in metrics.items():
+            name = ALIASES.get(name, name)
             if not isinstance(s, dict):
                 raise ReportError(f"{where}: metric {name}: statistics must be an object")
             stats[name] = {k: number(v, f"{where}: metric {name}: {k}") for k, v in s.items()}
@@ -83,6 +91,7 @@ def read_report(path):
                 raise ReportError(f"{where}: metric {name}: statistic \"{missing[0]}\" is missing")
         per_sample = {}
         for name, values in (e.get("per_sample") or {}).items():
+            name = ALIASES.get(name, name)
             per_sample[name] = [number(v, f"{where}: per_sample {name}") for v in values]
         entries.append({"axes": axes, "report": path, "samples": e.get("samples", 0), "metrics": stats, "per_sample": per_sample})
     return entries
@@ -91,7 +100,7 @@ def read_report(path):
 def group_label(axes):
     """The family and its parameters: one column of the figure."""
     label = str(axes.get("family", "?"))
-    rest = [f"{k}={axes[k]}" for k in sorted(axes) if k not in ("family", "chunk", "path")]
+    rest = [f"{k}={axes[k]}" for k in sorted(axes) if k not in ("family", "chunk", "path", "method")]
     return " ".join([label] + rest)
 
 
@@ -103,8 +112,12 @@ def series_names(entries):
         key = json.dumps(e["axes"], sort_keys=True)
         repeated = repeated or key in seen
         seen.add(key)
+    methods = {str(e["axes"].get("method", "neumann")) for e in entries if "inv_total_rel_rmse" in e["metrics"]}
     for e in entries:
-        e["series"] = f"{e['axes']['path']} ({os.path.basename(e['report'])})" if repeated else str(e["axes"]["path"])
+        name = str(e["axes"]["path"])
+        if len(methods) > 1:
+            name += f"/{e['axes'].get('method', 'neumann')}"
+        e["series"] = f"{name} ({os.path.basename(e['report'])})" if repeated else name
 
 
 def organise(entries):
@@ -210,7 +223,7 @@ def main(argv):
     args = parser.parse_args(argv)
     if not args.output.lower().endswith((".png", ".pdf")):
         parser.error("the output must end in .png or .pdf")
-    metrics = args.metrics or DEFAULT_METRICS
+    metrics = [ALIASES.get(m, m) for m in args.metrics] if args.metrics else DEFAULT_METRICS
 
     entries = []
     for path in args.reports:

@@ -1,10 +1,13 @@
-// chunkinv bench: samples per second of each usable path on one
-// configuration. Every path is first checked against the emulated path on a
-// small batch (the kernel must match it bit for bit), then timed: the GPU's
-// own time (CUDA events: upload, launches, download) apart from the host's
-// work (packing, input generation, gold, metrics).
+// chunkinv bench: samples per second of each usable path and method, on the
+// configurations that -a axes give (as `run` takes them), through the same
+// runner as `run`. Every path is first checked against the emulated path
+// on a small batch (the kernel must match it bit for bit), then timed: the
+// path alone (the GPU's own time by CUDA events: upload, launches,
+// download; the host's packing apart) and the whole sample loop end to end
+// (inputs, gold, path, metrics).
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -17,24 +20,17 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/fp.hpp"
-#include "core/thread_pool.hpp"
-#include "driver/experiment.hpp"
-#include "inputs/family.hpp"
-#include "metrics/metrics.hpp"
-#include "paths/gold/gold.hpp"
-#include "paths/gpu.hpp"
-#include "paths/path.hpp"
-#ifdef CHUNKINV_HAVE_CUDA
-#include "paths/kernel/gpu_timing.hpp"
-#endif
+#include "driver/runner.hpp"
+#include "driver/spec.hpp"
+#include "gpu/gpu.hpp"
+#include "metrics/stats.hpp"
+#include "report/report.hpp"
 
 namespace chunkinv::cli {
 namespace {
 
 struct BenchArgs {
-  std::string family = "floor";
-  int chunk = 16, dim = 128;
-  std::vector<std::string> params;  // family parameters, name=value
+  std::vector<std::string> axes;
   uint64_t samples = 65536;
   uint64_t cpu_samples = 4096;  // the CPU paths are timed on at most this many
   uint64_t validate = 256;
@@ -46,225 +42,248 @@ struct BenchArgs {
   std::string output;
 };
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
+double median_of(std::vector<double> v) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  return quantile_sorted(v, 0.5);
 }
 
-// Share of identical elements of `path` and `reference`, per output.
+// Share of identical elements of a path and the emulated path, per output.
 struct Agreement {
-  size_t decay = 0, decay_n = 0, l = 0, l_n = 0, inv = 0, inv_n = 0, stable = 0, stable_n = 0;
-  bool all() const { return decay == decay_n && l == l_n && inv == inv_n && stable == stable_n; }
+  size_t decay = 0, decay_n = 0, l = 0, l_n = 0, inv = 0, inv_n = 0, gold_l = 0, gold_l_n = 0;
+  bool all() const { return decay == decay_n && l == l_n && inv == inv_n && gold_l == gold_l_n; }
 };
 
-bool same_bits(double a, double b, bool bf) {
+bool same_bits(double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-  return bf ? bf16_bits(a) == bf16_bits(b) : fp16_bits(a) == fp16_bits(b);
+  return a == b && std::signbit(a) == std::signbit(b);
 }
 
 void count_same(const Mat& a, const Mat& b, size_t& same, size_t& n) {
-  for (Eigen::Index i = 0; i < a.size() && i < b.size(); ++i) same += same_bits(a.data()[i], b.data()[i], false);
-  n += size_t(a.size());
+  for (Eigen::Index i = 0; i < a.size() && i < b.size(); ++i) same += same_bits(a.data()[i], b.data()[i]);
+  n += size_t(std::max(a.size(), b.size()));
 }
 
-Agreement agreement(const std::vector<PathOutput>& p, const std::vector<PathOutput>& ref) {
-  Agreement a;
-  for (size_t s = 0; s < p.size(); ++s) {
-    for (size_t r = 0; r < p[s].decay.size(); ++r) {
-      a.decay += same_bits(p[s].decay[r], ref[s].decay[r], true) + same_bits(p[s].inv_decay[r], ref[s].inv_decay[r], true);
-      a.decay_n += 2;
-    }
-    count_same(p[s].L, ref[s].L, a.l, a.l_n);
-    count_same(p[s].run.inv, ref[s].run.inv, a.inv, a.inv_n);
-    count_same(p[s].stable.inv, ref[s].stable.inv, a.stable, a.stable_n);
-  }
-  return a;
+void count_same(const std::vector<double>& a, const std::vector<double>& b, size_t& same, size_t& n) {
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) same += same_bits(a[i], b[i]);
+  n += std::max(a.size(), b.size());
+}
+
+void add_agreement(Agreement& a, const PathOutput& p, const PathOutput& ref) {
+  count_same(p.l.decay, ref.l.decay, a.decay, a.decay_n);
+  count_same(p.l.inv_decay, ref.l.inv_decay, a.decay, a.decay_n);
+  count_same(p.l.L, ref.l.L, a.l, a.l_n);
+  count_same(p.on_path_l.inv, ref.on_path_l.inv, a.inv, a.inv_n);
+  count_same(p.on_gold_l.inv, ref.on_gold_l.inv, a.gold_l, a.gold_l_n);
 }
 
 double share(size_t k, size_t n) { return n ? double(k) / double(n) : 1.0; }
 
-Configuration make_config(const BenchArgs& a) {
-  Configuration c;
-  c.family = a.family;
-  c.chunk = a.chunk;
-  c.dim = a.dim;
-  const Family& f = find_family(a.family);
-  for (const FamilyParam& p : f.params())
-    if (!p.default_value.is_null()) c.params[p.name] = p.default_value;
-  for (const std::string& kv : a.params) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos) throw UsageError("bench: --param wants name=value, not \"" + kv + "\"");
-    const std::string name = kv.substr(0, eq);
-    nlohmann::json v;
-    try {
-      v = nlohmann::json::parse(kv.substr(eq + 1));
-    } catch (const std::exception&) {
-      v = kv.substr(eq + 1);
+// Compares every task's outputs with those of the emulated path's task of the same method.
+class ValidateSink final : public Sink {
+ public:
+  ValidateSink(const std::vector<PathChoice>& paths) : paths_(paths) {}
+  void consume(const BatchResult& b) override {
+    const auto& tasks = b.group->tasks;
+    for (size_t t = 0; t < tasks.size(); ++t) {
+      if (tasks[t].reference || paths_[tasks[t].path].spec != &emulated_spec()) continue;
+      for (size_t u = 0; u < tasks.size(); ++u) {
+        if (u == t || tasks[u].reference || tasks[u].method != tasks[t].method) continue;
+        Agreement& a = agreement[{tasks[u].path, tasks[u].method}];
+        for (size_t i = 0; i < b.samples.size(); ++i) add_agreement(a, b.outputs[u][i], b.outputs[t][i]);
+      }
     }
-    c.params[name] = v;
   }
-  f.validate(c);
-  f.complete(c);
-  return c;
-}
+  static const PathSpec& emulated_spec() { return cpu_model_path(); }
+  std::map<std::pair<size_t, const MethodSpec*>, Agreement> agreement;
 
-struct PathResult {
-  std::string name;
+ private:
+  const std::vector<PathChoice>& paths_;
+};
+
+// Wall times of each phase over one run.
+class TimingSink final : public Sink {
+ public:
+  explicit TimingSink(size_t npaths) : path_ms(npaths, 0.0), timing(npaths) {}
+  void consume(const BatchResult& b) override {
+    inputs_ms += b.inputs_ms;
+    gold_ms += b.gold_ms;
+    metrics_ms += b.metrics_ms;
+    for (size_t p = 0; p < path_ms.size(); ++p) {
+      path_ms[p] += b.path_wall_ms[p];
+      timing[p] += b.path_timing[p];
+    }
+  }
+  double inputs_ms = 0, gold_ms = 0, metrics_ms = 0;
+  double total_ms = 0;  // the whole run, end to end
+  std::vector<double> path_ms;
+  std::vector<BatchTiming> timing;
+};
+
+struct Row {
+  nlohmann::json axes;
+  std::string label;
+  bool reference = false, gpu = false;
   uint64_t samples = 0;
-  double wall_s = NAN;     // median run_batch
-  double upload_ms = NAN, compute_ms = NAN, download_ms = NAN, pack_ms = NAN;
-  double metrics_s = NAN;  // evaluate_path over the timed samples
-  Agreement agree;
+  double path_ms = NAN, upload_ms = NAN, compute_ms = NAN, download_ms = NAN, host_ms = NAN;
+  double end_to_end_ms = NAN, metrics_ms = NAN;
   bool validated = false;
+  Agreement agree;
 };
 
 void bench(const BenchArgs& a) {
-  if (a.samples == 0 || a.repeat < 1) throw UsageError("bench: --samples and --repeat must be at least 1");
-  const Configuration config = make_config(a);
-  std::vector<std::string> names = a.paths == "all" ? path_names_usable() : parse_paths(a.paths);
-  if (std::find(names.begin(), names.end(), "gold") == names.end()) names.insert(names.begin(), "gold");
-  ThreadPool pool(a.threads);
-  const Family& family = find_family(config.family);
+  if (a.samples == 0 || a.cpu_samples == 0 || a.repeat < 1)
+    throw UsageError("bench: --samples, --cpu-samples and --repeat must be at least 1");
+  ExperimentSpec spec;
+  spec.grids.push_back({{"family", "floor"}});
+  for (const auto& ax : a.axes) apply_axis(spec, ax);
+  const std::vector<Point> points = expand(spec);
+  std::vector<PathChoice> chosen = parse_paths(a.paths);
 
-  // Host work shared by every path: inputs and gold.
-  auto t0 = Clock::now();
-  std::vector<Sample> samples(a.samples);
-  pool.parallel_for(samples.size(), [&](size_t i) { samples[i] = family.make(config, a.seed, i); });
-  const double inputs_s = seconds_since(t0);
-  t0 = Clock::now();
-  std::vector<GoldOutput> gold(samples.size());
-  pool.parallel_for(samples.size(), [&](size_t i) { gold[i] = compute_gold(samples[i]); });
-  const double gold_s = seconds_since(t0);
+  // Validation against the emulated path, on the first samples of each configuration.
+  std::vector<PathChoice> vpaths{{&ValidateSink::emulated_spec(), {}}};
+  for (const auto& p : chosen)
+    if (p.spec->device == Device::kGpu) vpaths.push_back(p);
+  RunnerOptions vo;
+  vo.threads = a.threads;
+  vo.batch = a.validate;
+  Runner validator(vpaths, vo);
+  const Plan vplan = validator.plan(points);
 
-  // The reference of the validation: the emulated path on the first samples.
-  const size_t nv = std::min<size_t>(a.validate, samples.size());
-  const std::span<const Sample> vs(samples.data(), nv);
-  const std::span<const GoldOutput> vg(gold.data(), nv);
-  auto emulated = make_path("emulated");
-  std::vector<PathOutput> ref(nv);
-  emulated->run_batch(vs, vg, ref, pool, false);
-
-  std::vector<PathResult> results;
+  std::vector<Row> rows;
   bool kernel_differs = false;
-  for (const std::string& name : names) {
-    PathResult r;
-    r.name = name;
-    if (name == "gold") {
-      r.samples = samples.size();
-      r.wall_s = gold_s;
-      results.push_back(r);
-      continue;
-    }
-    auto path = make_path(name);
-    const bool gpu_path = name == "kernel" || name == "cublas";
-    // Validate before timing.
-    std::vector<PathOutput> check(nv);
-    path->run_batch(vs, vg, check, pool, false);
-    r.agree = agreement(check, ref);
-    r.validated = true;
-    if (name == "kernel" && !r.agree.all()) kernel_differs = true;
-
-    const size_t n = gpu_path ? samples.size() : std::min<size_t>(samples.size(), a.cpu_samples);
-    r.samples = n;
-    const std::span<const Sample> ts(samples.data(), n);
-    const std::span<const GoldOutput> tg(gold.data(), n);
-    std::vector<PathOutput> out(n);
-    if (gpu_path) path->run_batch(ts, tg, out, pool, false);  // warm-up: buffers, module load
-    std::vector<double> wall, up, comp, down, pack;
-    for (int k = 0; k < a.repeat; ++k) {
-      t0 = Clock::now();
-      path->run_batch(ts, tg, out, pool, false);
-      wall.push_back(seconds_since(t0));
-#ifdef CHUNKINV_HAVE_CUDA
-      if (gpu_path) {
-        const gpu::BatchTiming bt = gpu::last_batch_timing(name);
-        up.push_back(bt.upload_ms);
-        comp.push_back(bt.compute_ms);
-        down.push_back(bt.download_ms);
-        pack.push_back(bt.host_ms);
+  int threads_used = 0;
+  std::vector<std::string> skipped;
+  for (size_t pi = 0; pi < chosen.size(); ++pi) {
+    const PathChoice& choice = chosen[pi];
+    const bool gpu = choice.spec->device == Device::kGpu;
+    RunnerOptions ro;
+    ro.threads = a.threads;
+    const uint64_t n = gpu ? a.samples : std::min(a.samples, a.cpu_samples);
+    ro.batch = n;
+    Runner runner({choice}, ro);
+    threads_used = int(runner.pool().size());
+    const Plan plan = runner.plan(points);
+    for (const auto& s : plan.skipped)
+      if (std::find(skipped.begin(), skipped.end(), s) == skipped.end()) skipped.push_back(s);
+    for (const Group& g : plan.groups) {
+      // Validate this group's GPU tasks.
+      std::map<const MethodSpec*, Agreement> agree;
+      if (gpu && a.validate > 0) {
+        for (const Group& vg : vplan.groups)
+          if (vg.config == g.config) {
+            ValidateSink vs(validator.paths());
+            validator.run(vg, a.seed, {0, std::min(a.validate, n)}, vs);
+            for (const auto& [key, ag] : vs.agreement)
+              if (validator.paths()[key.first].spec == choice.spec) agree[key.second] = ag;
+          }
       }
-#endif
+      if (gpu) {  // warm-up: buffers, module load
+        TimingSink warm(1);
+        runner.run(g, a.seed, {0, n}, warm);
+      }
+      std::vector<TimingSink> runs;
+      for (int k = 0; k < a.repeat; ++k) {
+        runs.emplace_back(1);
+        const auto t0 = std::chrono::steady_clock::now();
+        runner.run(g, a.seed, {0, n}, runs.back());
+        runs.back().total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      }
+      auto med = [&](auto get) {
+        std::vector<double> v;
+        for (const auto& r : runs) v.push_back(get(r));
+        return median_of(v);
+      };
+      // One row per task: the path's time is shared by the methods it ran together.
+      for (const Task& t : g.tasks) {
+        Row row;
+        row.axes = entry_axes(g, t, runner.paths());
+        row.label = choice.label();
+        row.reference = t.reference;
+        row.gpu = gpu;
+        row.samples = n;
+        row.path_ms = med([](const TimingSink& s) { return s.path_ms[0]; });
+        row.end_to_end_ms = med([](const TimingSink& s) { return s.total_ms; });
+        row.metrics_ms = med([](const TimingSink& s) { return s.metrics_ms; });
+        if (gpu) {
+          row.upload_ms = med([](const TimingSink& s) { return s.timing[0].upload_ms; });
+          row.compute_ms = med([](const TimingSink& s) { return s.timing[0].compute_ms; });
+          row.download_ms = med([](const TimingSink& s) { return s.timing[0].download_ms; });
+          row.host_ms = med([](const TimingSink& s) { return s.timing[0].host_ms; });
+          if (const auto it = agree.find(t.method); it != agree.end()) {
+            row.validated = true;
+            row.agree = it->second;
+            if (choice.spec->equals_cpu_model && !row.agree.all()) kernel_differs = true;
+          }
+        }
+        rows.push_back(row);
+      }
     }
-    r.wall_s = median(wall);
-    r.upload_ms = median(up);
-    r.compute_ms = median(comp);
-    r.download_ms = median(down);
-    r.pack_ms = median(pack);
-    t0 = Clock::now();
-    pool.parallel_for(n, [&](size_t i) { (void)evaluate_path(gold[i], out[i]); });
-    r.metrics_s = seconds_since(t0);
-    results.push_back(r);
   }
+  for (const auto& s : skipped) std::fprintf(stderr, "skipped: %s\n", s.c_str());
 
-  nlohmann::json j = {{"family", config.family},
-                      {"chunk", config.chunk},
-                      {"dim", config.dim},
-                      {"params", config.params},
-                      {"samples", a.samples},
-                      {"validate_samples", nv},
-                      {"repeat", a.repeat},
-                      {"threads", pool.size()},
-                      {"inputs_s", inputs_s},
-                      {"gold_s", gold_s}};
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  nlohmann::json j = {{"samples", a.samples}, {"cpu_samples", a.cpu_samples}, {"validate_samples", a.validate},
+                      {"repeat", a.repeat},   {"threads", threads_used},     {"seed", a.seed}};
   nlohmann::json devs = nlohmann::json::array();
   for (const auto& d : gpu::devices()) devs.push_back(fmt::format("{} (cc {}.{})", d.name, d.cc_major, d.cc_minor));
   j["devices"] = devs;
-  j["paths"] = nlohmann::json::array();
-  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  for (const PathResult& r : results) {
-    nlohmann::json p = {{"path", r.name},
+  j["results"] = nlohmann::json::array();
+  for (const Row& r : rows) {
+    nlohmann::json p = {{"axes", r.axes},
+                        {"path_option", r.label},
                         {"samples", r.samples},
-                        {"wall_s", num(r.wall_s)},
-                        {"samples_per_s", num(double(r.samples) / r.wall_s)},
+                        {"path_ms", num(r.path_ms)},
+                        {"samples_per_s", num(double(r.samples) / (r.path_ms * 1e-3))},
+                        {"end_to_end_ms", num(r.end_to_end_ms)},
+                        {"end_to_end_samples_per_s", num(double(r.samples) / (r.end_to_end_ms * 1e-3))},
+                        {"metrics_ms", num(r.metrics_ms)},
                         {"upload_ms", num(r.upload_ms)},
                         {"compute_ms", num(r.compute_ms)},
                         {"download_ms", num(r.download_ms)},
-                        {"host_pack_ms", num(r.pack_ms)},
-                        {"compute_samples_per_s", num(double(r.samples) / (r.compute_ms * 1e-3))},
-                        {"metrics_s", num(r.metrics_s)}};
+                        {"host_pack_ms", num(r.host_ms)},
+                        {"compute_samples_per_s", num(double(r.samples) / (r.compute_ms * 1e-3))}};
     if (r.validated)
       p["identical_to_emulated"] = {{"decays", share(r.agree.decay, r.agree.decay_n)},
                                     {"L", share(r.agree.l, r.agree.l_n)},
                                     {"INV", share(r.agree.inv, r.agree.inv_n)},
-                                    {"stable_INV", share(r.agree.stable, r.agree.stable_n)}};
-    j["paths"].push_back(p);
+                                    {"gold_l_INV", share(r.agree.gold_l, r.agree.gold_l_n)}};
+    j["results"].push_back(p);
   }
   if (!a.output.empty()) {
-    std::FILE* f = std::fopen(a.output.c_str(), "w");
-    if (!f) throw UsageError("bench: cannot write " + a.output);
-    std::fputs((j.dump(1) + "\n").c_str(), f);
-    std::fclose(f);
+    AtomicFile out(a.output);
+    out.commit(j.dump(1) + "\n");
   }
   if (a.format == "json") {
     fmt::print("{}\n", j.dump(1));
   } else {
-    fmt::print("bench {} chunk={} dim={} samples={} (CPU paths: {}), {} threads, median of {}\n", config.family,
-               config.chunk, config.dim, a.samples, std::min<uint64_t>(a.samples, a.cpu_samples), pool.size(),
-               a.repeat);
-    fmt::print("host: inputs {:.3f} s ({:.3g} samples/s), gold {:.3f} s ({:.3g} samples/s)\n", inputs_s,
-               double(a.samples) / inputs_s, gold_s, double(a.samples) / gold_s);
-    fmt::print("{:<9} {:>8} {:>12} {:>11} {:>11} {:>11} {:>11} {:>15} {:>10}  {}\n", "path", "samples", "samples/s",
-               "upload ms", "launch ms", "download ms", "host ms", "launch smp/s", "metrics s",
-               "identical to emulated (decays / L / INV / stable INV)");
-    for (const PathResult& r : results) {
+    fmt::print("bench: {} samples per GPU run, {} per CPU run, {} threads, median of {}\n", a.samples,
+               std::min(a.samples, a.cpu_samples), threads_used, a.repeat);
+    fmt::print("{:<34} {:<9} {:<12} {:>8} {:>11} {:>11} {:>10} {:>10} {:>10} {:>12}  {}\n", "configuration", "path",
+               "method", "samples", "path smp/s", "e2e smp/s", "upload ms", "launch ms", "host ms", "launch smp/s",
+               "identical to emulated (decays / L / INV / INV on gold L)");
+    for (const Row& r : rows) {
       auto ms = [](double v) { return std::isfinite(v) ? fmt::format("{:.3f}", v) : std::string("-"); };
+      std::string cfg = fmt::format("{} C={} d={}", r.axes.value("family", ""), r.axes.value("chunk", 0),
+                                    r.axes.value("dim", 0));
+      for (const auto& [k, v] : r.axes.items())
+        if (k != "family" && k != "chunk" && k != "dim" && k != "path" && k != "method")
+          cfg += fmt::format(" {}={}", k, v.dump());
       const std::string agree =
           r.validated ? fmt::format("{:.4f}% / {:.4f}% / {:.4f}% / {:.4f}%", 100 * share(r.agree.decay, r.agree.decay_n),
                                     100 * share(r.agree.l, r.agree.l_n), 100 * share(r.agree.inv, r.agree.inv_n),
-                                    100 * share(r.agree.stable, r.agree.stable_n))
-                      : std::string("(reference)");
-      fmt::print("{:<9} {:>8} {:>12.4g} {:>11} {:>11} {:>11} {:>11} {:>15} {:>10}  {}\n", r.name, r.samples,
-                 double(r.samples) / r.wall_s, ms(r.upload_ms), ms(r.compute_ms), ms(r.download_ms), ms(r.pack_ms),
+                                    100 * share(r.agree.gold_l, r.agree.gold_l_n))
+                      : std::string(r.gpu ? "(not validated)" : "");
+      fmt::print("{:<34} {:<9} {:<12} {:>8} {:>11.4g} {:>11.4g} {:>10} {:>10} {:>10} {:>12}  {}\n", cfg, r.label,
+                 r.reference ? std::string("(reference)") : r.axes["method"].get<std::string>(), r.samples,
+                 double(r.samples) / (r.path_ms * 1e-3), double(r.samples) / (r.end_to_end_ms * 1e-3),
+                 ms(r.upload_ms), ms(r.compute_ms), ms(r.host_ms),
                  std::isfinite(r.compute_ms) ? fmt::format("{:.4g}", double(r.samples) / (r.compute_ms * 1e-3)) : "-",
-                 std::isfinite(r.metrics_s) ? fmt::format("{:.3f}", r.metrics_s) : "-", r.name == "gold" ? "" : agree);
+                 agree);
     }
   }
   if (kernel_differs) {
-    std::fprintf(stderr, "bench: the kernel path is NOT bit-identical to the emulated path on this configuration\n");
+    std::fprintf(stderr, "bench: a GPU path is NOT bit-identical to the emulated path on a configuration above\n");
     set_exit_status(1);
   }
 }
@@ -273,12 +292,10 @@ void bench(const BenchArgs& a) {
 
 void set_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
-  auto* cmd = app.add_subcommand("bench", "Time each usable path (validated against the emulated path first)");
-  cmd->add_option("--family", args->family, "input family (default floor)");
-  cmd->add_option("--chunk", args->chunk, "chunk C (default 16)");
-  cmd->add_option("--dim", args->dim, "head dim d (default 128)");
-  cmd->add_option("--param", args->params, "family parameter, name=value (e.g. decay_floor=-5)");
-  cmd->add_option("--samples", args->samples, "samples per timed batch of the GPU paths (default 65536)");
+  auto* cmd = app.add_subcommand("bench", "Time each usable path and method (validated against the emulated path first)");
+  cmd->add_option("-a,--axis", args->axes, "axis, as for run: name=value, name=[v1,v2], name=[start:stop:step] "
+                                           "(default family=floor, chunk=16, dim=128, method=neumann)");
+  cmd->add_option("--samples", args->samples, "samples per timed run of the GPU paths (default 65536)");
   cmd->add_option("--cpu-samples", args->cpu_samples, "at most this many for the CPU paths (default 4096)");
   cmd->add_option("--validate", args->validate, "samples checked against the emulated path first (default 256)");
   cmd->add_option("--repeat", args->repeat, "timed runs per path; the median is reported (default 5)");
@@ -286,7 +303,7 @@ void set_bench_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--paths", args->paths, "comma-separated paths, or all usable (default)");
   cmd->add_option("--format", args->format, "text or json")->check(CLI::IsMember({"text", "json"}));
-  cmd->add_option("-o,--output", args->output, "also write the JSON here");
+  cmd->add_option("-o,--output", args->output, "also write the JSON here (atomically)");
   cmd->callback([args] { bench(*args); });
 }
 

@@ -1,5 +1,5 @@
 // chunkinv calibrate-decay (hidden): measures the decay exception table,
-// src/paths/emulated/decay_exceptions.inc. Every FP32 x with |x| <= 470 goes
+// src/arith/decay_exceptions.inc. Every FP32 x with |x| <= 470 goes
 // through ex2.approx.ftz.f32 + cvt.rn.bf16 on the GPU; where the hardware's
 // BF16 can differ from exp2_ftz_bf16_reference(x) (the CPU's correctly
 // rounded exp2, FTZ, then BF16), the reference is computed on all cores and
@@ -18,11 +18,11 @@
 #include "core/error.hpp"
 #include "core/fp.hpp"
 #include "core/thread_pool.hpp"
-#include "paths/emulated/decay.hpp"
-#include "paths/gpu.hpp"
+#include "arith/decay.hpp"
+#include "gpu/gpu.hpp"
 #include "report/report.hpp"
 #ifdef CHUNKINV_HAVE_CUDA
-#include "paths/kernel/gpu_testing.hpp"
+#include "gpu/probes.hpp"
 #endif
 
 namespace chunkinv::cli {
@@ -88,7 +88,7 @@ void set_calibrate_command(CLI::App& app) {
   auto args = std::make_shared<CalibrateArgs>();
   auto* cmd = app.add_subcommand("calibrate-decay", "Measure the decay exception table on the GPU");
   cmd->group("");  // hidden: a maintenance tool
-  cmd->add_option("-o,--output", args->output, "the .inc file to write (src/paths/emulated/decay_exceptions.inc)")
+  cmd->add_option("-o,--output", args->output, "the .inc file to write (src/arith/decay_exceptions.inc)")
       ->required();
   cmd->add_option("--max-abs", args->max_abs, "largest |x| enumerated (default 470)");
   cmd->add_option("--window", args->window, "FP32 ulps around BF16 rounding boundaries checked on the CPU");

@@ -9,8 +9,9 @@
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
-#include "paths/emulated/decay.hpp"
-#include "paths/gpu.hpp"
+#include "arith/decay.hpp"
+#include "gpu/gpu.hpp"
+#include "methods/method.hpp"
 #include "paths/path.hpp"
 
 namespace chunkinv::cli {
@@ -32,7 +33,8 @@ nlohmann::json info_json() {
           {"version", CHUNKINV_VERSION},
           {"compiler", CHUNKINV_COMPILER},
           {"cuda_built", gpu::built()},
-          {"paths_built", path_names_built()},
+          {"paths", path_names()},
+          {"methods", method_names()},
           {"paths_usable", path_names_usable()},
           {"gpu_unavailable_reason", gpu::unavailable_reason()},
           {"cuda_runtime", gpu::runtime_version()},
@@ -49,8 +51,9 @@ void info(const InfoArgs& a) {
   }
   if (a.format != "text") throw UsageError("info: --format must be text or json, not \"" + a.format + "\"");
   fmt::print("chunkinv {} ({})\n", CHUNKINV_VERSION, CHUNKINV_COMPILER);
-  fmt::print("paths built:  {}\n", fmt::join(path_names_built(), ", "));
+  fmt::print("paths:        {}\n", fmt::join(path_names(), ", "));
   fmt::print("paths usable: {}\n", fmt::join(path_names_usable(), ", "));
+  fmt::print("methods:      {}\n", fmt::join(method_names(), ", "));
   if (!gpu::built()) {
     fmt::print("CUDA: not built ({})\n", gpu::unavailable_reason());
   } else {
@@ -68,7 +71,7 @@ void info(const InfoArgs& a) {
 
 void set_info_command(CLI::App& app) {
   auto args = std::make_shared<InfoArgs>();
-  auto* cmd = app.add_subcommand("info", "Version, paths built and usable, CUDA runtime/driver and GPUs");
+  auto* cmd = app.add_subcommand("info", "Version, paths and methods, which paths run here, CUDA runtime/driver and GPUs");
   cmd->add_option("--format", args->format, "text or json");
   cmd->callback([args] { info(*args); });
 }

@@ -1,6 +1,8 @@
 // chunkinv inspect: one sample in full — its inputs, the gold, and for each
-// path its decays, L, the powers the Neumann product form built, its
-// inverse and its metrics. As aligned text or as JSON (docs/inputs.md).
+// path its decays and L, and for each method on it the intermediates it
+// built (Neumann's powers, ...), its inverse and its metrics. As aligned
+// text or as JSON (docs/inputs.md). The sample goes through the same runner
+// as `run`, so what is shown is what `run` measures.
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -12,11 +14,11 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
-#include "driver/experiment.hpp"
+#include "driver/runner.hpp"
+#include "driver/spec.hpp"
 #include "inputs/family.hpp"
 #include "inputs/tensor_set.hpp"
 #include "metrics/metrics.hpp"
-#include "paths/gold/gold.hpp"
 #include "paths/path.hpp"
 #include "report/report.hpp"
 
@@ -37,11 +39,37 @@ struct InspectArgs {
   uint64_t count = 1;
 };
 
-// Everything shown for one approximate path.
+// Everything shown for one (path, method), or the gold's own entry.
 struct Shown {
-  std::string name;
+  std::string path, method;
+  const MethodSpec* spec = nullptr;
+  bool reference = false;
   PathOutput out;
-  std::vector<double> metrics;
+  const MetricSet* metrics = nullptr;
+  std::vector<double> values;
+};
+
+// Keeps the one sample's outputs.
+class InspectSink final : public Sink {
+ public:
+  InspectSink(const std::vector<PathChoice>& paths) : paths_(paths) {}
+  void consume(const BatchResult& b) override {
+    sample = b.samples[0];
+    gold = b.gold[0];
+    for (size_t t = 0; t < b.group->tasks.size(); ++t) {
+      const Task& task = b.group->tasks[t];
+      Shown s{std::string(paths_[task.path].spec->name), std::string(task.method->name), task.method, task.reference,
+              {}, task.metrics, b.values[t]};
+      if (!task.reference) s.out = b.outputs[t][0];
+      shown.push_back(std::move(s));
+    }
+  }
+  Sample sample;
+  GoldOutput gold;
+  std::vector<Shown> shown;
+
+ private:
+  const std::vector<PathChoice>& paths_;
 };
 
 struct KeySummary {
@@ -94,13 +122,13 @@ json metrics_json(const std::vector<MetricInfo>& infos, const std::vector<double
   return o;
 }
 
-json run_json(const NeumannRun& r) {
-  json powers = json::array();
-  for (size_t k = 0; k < r.powers.size(); ++k) powers.push_back({{"power", 1 << k}, {"matrix", mat_json(r.powers[k])}});
-  return {{"INV", mat_json(r.inv)},
-          {"highest_power", r.highest_power},
-          {"power_max", json_number(r.power_max)},
-          {"powers", powers}};
+json run_json(const MethodSpec& m, const InverseRun& r) {
+  json inter = json::array();
+  for (const Intermediate& x : r.intermediates) inter.push_back({{"label", x.label}, {"matrix", mat_json(x.m)}});
+  json diag = json::object();
+  for (size_t k = 0; k < m.diagnostics.size() && k < r.diagnostics.size(); ++k)
+    diag[m.diagnostics[k].name] = json_number(r.diagnostics[k]);
+  return {{"INV", mat_json(r.inv)}, {"diagnostics", diag}, {"intermediates", inter}};
 }
 
 // --- text -------------------------------------------------------------------
@@ -130,6 +158,16 @@ std::string mat_text(const Mat& m, const std::string& indent) {
   return s;
 }
 
+std::string run_text(const MethodSpec& m, const InverseRun& r, const std::string& indent) {
+  std::string o;
+  for (const Intermediate& x : r.intermediates) o += fmt::format("{}{}:\n", indent, x.label) + mat_text(x.m, indent);
+  std::string diag;
+  for (size_t k = 0; k < m.diagnostics.size() && k < r.diagnostics.size(); ++k)
+    diag += fmt::format("{}{} {}", diag.empty() ? "" : ", ", m.diagnostics[k].name, num(r.diagnostics[k]));
+  o += fmt::format("{}INV{}:\n", indent, diag.empty() ? "" : " (" + diag + ")") + mat_text(r.inv, indent);
+  return o;
+}
+
 std::string metrics_text(const std::vector<MetricInfo>& infos, const std::vector<double>& v, const std::string& indent) {
   std::string s;
   for (size_t i = 0; i < infos.size(); ++i) {
@@ -151,11 +189,12 @@ void inspect(const InspectArgs& a) {
   spec.grids.push_back(a.inputs.empty() ? json{{"family", a.family.empty() ? "model_like" : a.family}}
                                         : json{{"family", "file"}, {"inputs", a.inputs}});
   for (const auto& ax : a.axes) apply_axis(spec, ax);
-  const auto configs = expand(spec);
-  if (configs.size() != 1)
-    throw UsageError(fmt::format("inspect shows one sample: the axes give {} configurations; give one value per axis",
-                                 configs.size()));
-  const Configuration& cfg = configs[0];
+  const auto points = expand(spec);
+  for (const Point& p : points)
+    if (!(p.config == points[0].config))
+      throw UsageError("inspect shows one sample: the axes give several configurations; give one value per axis "
+                       "(the method axis may have several)");
+  const Configuration& cfg = points[0].config;
   const Family& fam = find_family(cfg.family);
   if (const auto n = fam.available_samples(cfg); n && a.index >= *n)
     throw UsageError(fmt::format("--index {}: family {} holds {} samples (0..{})", a.index, cfg.family, *n, *n - 1));
@@ -171,22 +210,22 @@ void inspect(const InspectArgs& a) {
                  static_cast<unsigned long long>(a.index + a.count - 1), cfg.chunk, cfg.dim, a.export_path.c_str());
     return;
   }
-  const Sample sample = fam.make(cfg, a.seed, a.index);
-  const GoldOutput gold = compute_gold(sample);
-  const std::vector<double> gold_metrics_v = evaluate_gold(gold);
-
-  std::vector<std::string> names = a.paths.empty() ? path_names_usable() : parse_paths(a.paths);
-  std::vector<Shown> shown;
-  ThreadPool pool(1);
-  for (const auto& n : names) {
-    if (n == "gold") continue;  // always shown
-    auto path = make_path(n);
-    std::vector<PathOutput> out(1);
-    path->run_batch(std::span<const Sample>(&sample, 1), std::span<const GoldOutput>(&gold, 1), out, pool, true);
-    Shown s{path->name(), std::move(out[0]), {}};
-    s.metrics = evaluate_path(gold, s.out);
-    shown.push_back(std::move(s));
-  }
+  // Every usable path by default; the gold is always there (its own entry is the reference).
+  std::vector<PathChoice> paths = parse_paths(a.paths.empty() ? "all" : a.paths);
+  bool has_gold = false;
+  for (const auto& p : paths) has_gold = has_gold || p.spec->reference;
+  if (!has_gold) paths.insert(paths.begin(), PathChoice{&reference_path(), {}});
+  RunnerOptions ro;
+  ro.threads = 1;
+  ro.batch = 1;
+  ro.keep_intermediates = true;
+  Runner runner(paths, ro);
+  const Plan plan = runner.plan(points);
+  for (const auto& why : plan.skipped) std::fprintf(stderr, "skipped: %s\n", why.c_str());
+  InspectSink sink(runner.paths());
+  runner.run(plan.groups[0], a.seed, {a.index, 1}, sink);
+  const Sample& sample = sink.sample;
+  const GoldOutput& gold = sink.gold;
 
   const KeySummary ks = summarise_keys(sample);
   std::vector<double> big_g(sample.chunk);
@@ -202,16 +241,25 @@ void inspect(const InspectArgs& a) {
     j["g"] = vec_json(sample.g);
     j["G"] = vec_json(big_g);
     j["beta"] = vec_json(sample.beta);
-    j["gold"] = {{"L", mat_json(gold.L)}, {"INV", mat_json(gold.inv)}, {"metrics", metrics_json(gold_metrics(), gold_metrics_v)}};
+    j["gold"] = {{"L", mat_json(gold.L)}, {"INV", mat_json(gold.inv)}};
     j["paths"] = json::object();
-    for (const Shown& s : shown) {
-      json p = run_json(s.out.run);
-      p["decay"] = vec_json(s.out.decay);
-      p["inv_decay"] = vec_json(s.out.inv_decay);
-      p["L"] = mat_json(s.out.L);
-      p["stable"] = run_json(s.out.stable);
-      p["metrics"] = metrics_json(path_metrics(), s.metrics);
-      j["paths"][s.name] = std::move(p);
+    for (const Shown& s : sink.shown) {
+      if (s.reference) {
+        j["gold"]["metrics"] = metrics_json(s.metrics->infos, s.values);
+        continue;
+      }
+      const MethodSpec& m = *s.spec;
+      json& p = j["paths"][s.path];
+      if (!p.contains("L")) {
+        p["decay"] = vec_json(s.out.l.decay);
+        p["inv_decay"] = vec_json(s.out.l.inv_decay);
+        p["L"] = mat_json(s.out.l.L);
+        p["methods"] = json::object();
+      }
+      json r = run_json(m, s.out.on_path_l);
+      r["gold_l"] = run_json(m, s.out.on_gold_l);
+      r["metrics"] = metrics_json(s.metrics->infos, s.values);
+      p["methods"][s.method] = std::move(r);
     }
     std::cout << j.dump() << "\n";  // compact: matrices would take a line per entry
     return;
@@ -226,16 +274,23 @@ void inspect(const InspectArgs& a) {
                      ks.min_j, num(ks.cos_max), ks.max_i, ks.max_j);
   o += fmt::format("g:    {}\nG:    {}\nbeta: {}\n", vec_text(sample.g), vec_text(big_g), vec_text(sample.beta));
   o += "\ngold (FP64)\n  L:\n" + mat_text(gold.L, "  ") + "  INV = (I + L)^-1:\n" + mat_text(gold.inv, "  ");
-  o += metrics_text(gold_metrics(), gold_metrics_v, "  ");
-  for (const Shown& s : shown) {
-    o += fmt::format("\npath {}\n", s.name);
-    o += fmt::format("  decay:    {}\n  inv_decay:{}\n", vec_text(s.out.decay), vec_text(s.out.inv_decay));
-    o += "  L:\n" + mat_text(s.out.L, "  ");
-    for (size_t k = 1; k < s.out.run.powers.size(); ++k)
-      o += fmt::format("  L^{}:\n", 1 << k) + mat_text(s.out.run.powers[k], "  ");
-    o += fmt::format("  INV (highest power L^{}, power max {}):\n", s.out.run.highest_power, num(s.out.run.power_max));
-    o += mat_text(s.out.run.inv, "  ");
-    o += "  metrics:\n" + metrics_text(path_metrics(), s.metrics, "    ");
+  std::string last_path;
+  for (const Shown& s : sink.shown) {
+    if (s.reference) {
+      o += metrics_text(s.metrics->infos, s.values, "  ");
+      continue;
+    }
+    const MethodSpec& m = *s.spec;
+    if (s.path != last_path) {
+      last_path = s.path;
+      o += fmt::format("\npath {}\n", s.path);
+      if (!s.out.l.decay.empty())
+        o += fmt::format("  decay:    {}\n  inv_decay:{}\n", vec_text(s.out.l.decay), vec_text(s.out.l.inv_decay));
+      o += "  L:\n" + mat_text(s.out.l.L, "  ");
+    }
+    o += fmt::format("  method {} on path {}'s L\n", s.method, s.path);
+    o += run_text(m, s.out.on_path_l, "  ");
+    o += "  metrics:\n" + metrics_text(s.metrics->infos, s.values, "    ");
   }
   std::cout << o;
 }
@@ -244,10 +299,10 @@ void inspect(const InspectArgs& a) {
 
 void set_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
-  auto* cmd = app.add_subcommand("inspect", "Show one sample in full: inputs, gold, and each path's decays, L, powers, INV, metrics");
+  auto* cmd = app.add_subcommand("inspect", "Show one sample in full: inputs, gold, each path's decays and L, each method's intermediates, INV, metrics");
   cmd->add_option("--inputs", args->inputs, "tensor set (directory of .npy, .npz or .safetensors): show its sample --index");
   cmd->add_option("--family", args->family, "a family (default model_like) whose sample --sample of --seed is shown");
-  cmd->add_option("-a,--axis", args->axes, "axis: name=value (one value each)");
+  cmd->add_option("-a,--axis", args->axes, "axis: name=value (one value each; method may list several)");
   cmd->add_option("--seed", args->seed, "seed (default 0)");
   cmd->add_option("--index,--sample", args->index, "which sample (default 0)");
   cmd->add_option("--paths", args->paths, "comma-separated paths (default: every usable one); the gold is always shown");

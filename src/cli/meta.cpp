@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
-#include "paths/emulated/decay.hpp"
-#include "paths/gpu.hpp"
+#include "gpu/gpu.hpp"
+#include "methods/method.hpp"
 #include "paths/path.hpp"
 
 namespace chunkinv::cli {
@@ -23,11 +23,20 @@ std::string utc_now() {
   return buf;
 }
 
-nlohmann::json make_meta(const std::vector<std::string>& paths, int threads, const std::string& started) {
+nlohmann::json make_meta(const std::vector<PathChoice>& paths, int threads, const std::string& started) {
   char host[256] = "";
   ::gethostname(host, sizeof host - 1);
-  nlohmann::json arith = nlohmann::json::object();
-  for (const auto& p : paths) arith[p] = (p == "gold") ? gold_arithmetic() : make_path(p)->arithmetic();
+  nlohmann::json arith = nlohmann::json::object(), fidelity = nlohmann::json::object(),
+                 options = nlohmann::json::object(), methods_json = nlohmann::json::object();
+  bool gpu_used = false;
+  for (const PathChoice& p : paths) {
+    const std::string name(p.spec->name);
+    arith[name] = p.spec->arithmetic();
+    if (p.spec->fidelity) fidelity[name] = p.spec->fidelity();
+    if (!p.options.empty()) options[name] = p.options;
+    gpu_used = gpu_used || p.spec->device == Device::kGpu;
+  }
+  for (const MethodSpec* m : methods()) methods_json[std::string(m->name)] = std::string(m->arithmetic);
   nlohmann::json m = {
       {"tool", "chunkinv"},
       {"version", CHUNKINV_VERSION},
@@ -39,22 +48,10 @@ nlohmann::json make_meta(const std::vector<std::string>& paths, int threads, con
       {"started", started},
       {"finished", utc_now()},
       {"paths", arith},
+      {"methods", methods_json},
   };
-  if (std::find(paths.begin(), paths.end(), "emulated") != paths.end()) {
-    const int n = decay_exception_count();
-    m["fidelity"]["emulated"] =
-        n > 0 ? fmt::format("decays: correctly rounded FP32 exp2 (FTZ) with a table of {} exceptions measured "
-                            "on the H200; tensor-core model: nominal-exponent alignment, 25 bits, measured "
-                            "bit-exact on the H200 (2026-11-29: 2,560,000 BF16->FP32 and 2,560,000 FP16->FP16 "
-                            "mma elements; the kernel path identical on every sample compared); "
-                            "docs/paths-compared.md",
-                            n)
-              : "decays: correctly rounded FP32 exp2 (FTZ) WITHOUT the table of measured ex2.approx "
-                "exceptions: bf16 decays may differ from the kernel's for a few inputs; "
-                "docs/paths-compared.md";
-  }
-  const bool gpu_used = std::find(paths.begin(), paths.end(), "kernel") != paths.end() ||
-                        std::find(paths.begin(), paths.end(), "cublas") != paths.end();
+  if (!options.empty()) m["path_options"] = options;
+  if (!fidelity.empty()) m["fidelity"] = fidelity;
   if (gpu_used) {
     nlohmann::json devs = nlohmann::json::array();
     for (const auto& d : gpu::devices())

@@ -5,11 +5,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "paths/path.hpp"
+
 namespace chunkinv::cli {
 
 std::string utc_now();  // ISO 8601, seconds, "Z"
-// tool, version, git commit, argv, compiler, host, threads, paths in words,
-// fidelity of the emulated path, devices (when a GPU path ran), times.
-nlohmann::json make_meta(const std::vector<std::string>& paths, int threads, const std::string& started);
+// tool, version, git commit, argv, compiler, host, threads, paths and
+// methods in words, the paths' fidelity, devices (when a GPU path ran), times.
+nlohmann::json make_meta(const std::vector<PathChoice>& paths, int threads, const std::string& started);
 
 }  // namespace chunkinv::cli

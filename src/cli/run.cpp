@@ -11,7 +11,8 @@
 #include "cli/commands.hpp"
 #include "cli/meta.hpp"
 #include "core/error.hpp"
-#include "driver/experiment.hpp"
+#include "driver/runner.hpp"
+#include "driver/spec.hpp"
 #include "report/report.hpp"
 #include "report/table.hpp"
 
@@ -28,7 +29,7 @@ struct RunArgs {
   std::string table_format = "md";
   int threads = 0;
   uint64_t batch = 4096;
-  bool per_sample = false, quiet = false, list_families = false;
+  bool per_sample = false, quiet = false, list_families = false, list_methods = false, list_paths = false;
 };
 
 void list_families() {
@@ -38,11 +39,28 @@ void list_families() {
     for (const auto& p : f.params())
       fmt::print("    {} (default {}): {}\n", p.name, p.default_value.dump(), p.help);
   }
-  fmt::print("common axes: chunk (2..64, default 16), dim (default 128)\n");
+  fmt::print("common axes: chunk (2..64, default 16), dim (default 128), method (default {}; --list-methods)\n",
+             default_method().name);
+}
+
+void list_methods() {
+  for (const MethodSpec* m : methods()) {
+    fmt::print("{}: {}\n", m->name, m->arithmetic);
+    for (const MetricInfo& d : m->diagnostics) fmt::print("    diagnostic {}: {}\n", d.name, d.help);
+  }
+}
+
+void list_paths() {
+  for (const PathSpec* p : paths()) {
+    const std::string why = p->unavailable();
+    fmt::print("{}{}: {}\n", p->name, why.empty() ? "" : fmt::format(" (not here: {})", why), p->arithmetic());
+  }
 }
 
 void run(const RunArgs& a) {
   if (a.list_families) return list_families();
+  if (a.list_methods) return list_methods();
+  if (a.list_paths) return list_paths();
   ExperimentSpec spec;
   spec.name = "cli";
   for (const auto& file : a.configs) {
@@ -59,13 +77,12 @@ void run(const RunArgs& a) {
   }
   for (const auto& ax : a.axes) apply_axis(spec, ax);
   if (a.seed) spec.seed = *a.seed;
-  if (!a.paths.empty()) spec.paths = parse_paths(a.paths);
-  else spec.paths = parse_paths(fmt::format("{}", fmt::join(spec.paths, ",")));
-  const auto configs = expand(spec);
+  const std::vector<PathChoice> paths = parse_paths(a.paths.empty() ? spec.paths : a.paths);
+  const auto points = expand(spec);
   uint64_t samples = spec.samples;
   if (a.samples) samples = *a.samples;
-  else if (!a.inputs.empty() && configs.size() == 1)
-    if (auto n = find_family(configs[0].family).available_samples(configs[0])) samples = *n;
+  else if (!a.inputs.empty() && !points.empty())
+    if (auto n = find_family(points[0].config.family).available_samples(points[0].config)) samples = *n;
   if (samples == 0) throw UsageError("--samples must be at least 1");
   if (a.batch == 0) throw UsageError("--batch must be at least 1");
 
@@ -73,15 +90,17 @@ void run(const RunArgs& a) {
   std::optional<AtomicFile> out;
   if (!a.output.empty()) out.emplace(a.output);
 
-  RunOptions opt;
+  RunnerOptions opt;
   opt.threads = a.threads;
-  opt.per_sample = a.per_sample;
   opt.progress = !a.quiet;
   opt.batch = a.batch;
   const std::string started = utc_now();
   Report report;
-  report.results = run_experiment(configs, spec.paths, samples, spec.seed, opt);
-  report.meta = make_meta(spec.paths, opt.threads, started);
+  RunResult result = run_experiment(points, paths, samples, spec.seed, opt, a.per_sample);
+  for (const auto& why : result.skipped) std::fprintf(stderr, "skipped: %s\n", why.c_str());
+  report.results = std::move(result.entries);
+  report.meta = make_meta(paths, opt.threads, started);
+  if (!result.skipped.empty()) report.meta["skipped"] = result.skipped;
   report.meta["seed"] = spec.seed;
   report.meta["samples"] = samples;
   report.meta["experiment"] = spec.name;
@@ -101,7 +120,7 @@ void set_run_command(CLI::App& app) {
   cmd->add_option("-a,--axis", args->axes, "axis override: name=value, name=[v1,v2], name=[start:stop:step]");
   cmd->add_option("--samples", args->samples, "samples per configuration (default: the config's, else 1000)");
   cmd->add_option("--seed", args->seed, "seed (default: the config's, else 0)");
-  cmd->add_option("--paths", args->paths, "comma-separated: gold, emulated, kernel, cublas, all");
+  cmd->add_option("--paths", args->paths, "comma-separated: gold, emulated, kernel, cublas, all; options as kernel:version=1");
   cmd->add_option("--inputs", args->inputs, "tensor set: a directory of keys/g/beta .npy, or an .npz or .safetensors file");
   cmd->add_option("-o,--output", args->output, "write the JSON report here (atomically)");
   cmd->add_option("--format", args->table_format, "summary table format: md, latex, csv");
@@ -110,6 +129,8 @@ void set_run_command(CLI::App& app) {
   cmd->add_flag("--per-sample", args->per_sample, "keep every sample's metric values in the report");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress line");
   cmd->add_flag("--list-families", args->list_families, "list the input families and their axes");
+  cmd->add_flag("--list-methods", args->list_methods, "list the inverse methods (the method axis)");
+  cmd->add_flag("--list-paths", args->list_paths, "list the arithmetic paths and whether this machine runs them");
   cmd->callback([args] { run(*args); });
 }
 

@@ -1,5 +1,6 @@
 // One sample: the inputs of one chunk, exactly as every path sees them.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

@@ -1,44 +1,144 @@
 #include "metrics/metrics.hpp"
 
+#include <algorithm>
 #include <cmath>
-
-#include "paths/gold/gold.hpp"
+#include <map>
+#include <memory>
+#include <mutex>
 
 namespace chunkinv {
+namespace {
 
-const std::vector<MetricInfo>& path_metrics() {
-  static const std::vector<MetricInfo> m{
-      {"decay_zeros", MetricKind::kCount, "count of decay_i == 0"},
-      {"inv_decay_nonfinite", MetricKind::kCount, "count of non-finite inv_decay_i"},
-      {"l_finite", MetricKind::kFlag, "1 if every entry of the path's L is finite"},
-      {"inv_finite", MetricKind::kFlag, "1 if every entry of the path's INV is finite"},
-      {"l_rel_rmse", MetricKind::kError, "path L vs gold L"},
-      {"inv_total_rel_rmse", MetricKind::kError, "path INV vs gold inverse"},
-      {"inv_neumann_only_rel_rmse", MetricKind::kError, "path INV vs exact FP64 inverse of I + path L"},
-      {"inv_stable_l_rel_rmse", MetricKind::kError, "the path's Neumann on fp16(gold L) vs gold inverse"},
-      {"inverse_residual", MetricKind::kError, "rel_rmse((I + gold L) * path INV, I) in FP64"},
-      {"highest_power", MetricKind::kValue, "exponent of the highest power formed"},
-      {"power_max", MetricKind::kValue, "max |entry| over L and all powers formed"},
-      {"stable_l_highest_power", MetricKind::kValue, "highest power of the run on fp16(gold L)"},
-      {"stable_l_power_max", MetricKind::kValue, "power_max of the run on fp16(gold L)"},
-  };
-  return m;
+struct Generic {
+  MetricInfo info;
+  double (*fn)(const GoldOutput& gold, const PathOutput& p);
+};
+
+double residual(const Mat& gold_l, const Mat& inv) {
+  if (!all_finite(inv)) return INFINITY;
+  const Eigen::Index c = gold_l.rows();
+  const Mat i = Mat::Identity(c, c);
+  return rel_rmse((i + gold_l) * inv, i);
 }
 
-const std::vector<MetricInfo>& gold_metrics() {
-  static const std::vector<MetricInfo> m{
-      {"l_finite", MetricKind::kFlag, "1 if every entry of the gold L is finite"},
-      {"inv_finite", MetricKind::kFlag, "1 if every entry of the gold inverse is finite"},
-      {"inverse_residual", MetricKind::kError, "rel_rmse((I + gold L) * gold INV, I) in FP64"},
-      {"inv_max_abs", MetricKind::kValue, "max |entry| of the gold inverse"},
-  };
-  return m;
+double max_abs(const Mat& m) {
+  double r = 0.0;
+  for (Eigen::Index i = 0; i < m.size(); ++i) {
+    if (!std::isfinite(m.data()[i])) return INFINITY;
+    r = std::fmax(r, std::fabs(m.data()[i]));
+  }
+  return r;
 }
 
-const MetricInfo* find_metric(const std::string& name) {
-  for (const auto* list : {&path_metrics(), &gold_metrics()})
-    for (const auto& m : *list)
-      if (name == m.name) return &m;
+double count_if(const std::vector<double>& v, bool (*pred)(double)) {
+  double n = 0;
+  for (double x : v) n += pred(x);
+  return n;
+}
+
+const Generic kGeneric[] = {
+    {{"decay_zeros", MetricKind::kCount, "count of decays == 0 (per row, or per element for per-channel gates)"},
+     [](const GoldOutput&, const PathOutput& p) { return count_if(p.l.decay, [](double v) { return v == 0.0; }); }},
+    {{"inv_decay_nonfinite", MetricKind::kCount, "count of non-finite inverse decays"},
+     [](const GoldOutput&, const PathOutput& p) {
+       return count_if(p.l.inv_decay, [](double v) { return !std::isfinite(v); });
+     }},
+    {{"l_finite", MetricKind::kFlag, "1 if every entry of the path's L is finite"},
+     [](const GoldOutput&, const PathOutput& p) { return all_finite(p.l.L) ? 1.0 : 0.0; }},
+    {{"inv_finite", MetricKind::kFlag, "1 if every entry of the path's INV is finite"},
+     [](const GoldOutput&, const PathOutput& p) { return all_finite(p.on_path_l.inv) ? 1.0 : 0.0; }},
+    {{"l_rel_rmse", MetricKind::kError, "path L vs gold L"},
+     [](const GoldOutput& g, const PathOutput& p) { return rel_rmse(p.l.L, g.L); }},
+    {{"inv_total_rel_rmse", MetricKind::kError, "path INV vs gold inverse"},
+     [](const GoldOutput& g, const PathOutput& p) { return rel_rmse(p.on_path_l.inv, g.inv); }},
+    {{"inv_method_only_rel_rmse", MetricKind::kError, "path INV vs the exact FP64 inverse of I + path L"},
+     [](const GoldOutput&, const PathOutput& p) {
+       return all_finite(p.l.L) ? rel_rmse(p.on_path_l.inv, unit_lower_inverse(p.l.L)) : INFINITY;
+     }},
+    {{"inv_gold_l_rel_rmse", MetricKind::kError, "the method on the gold L vs gold inverse"},
+     [](const GoldOutput& g, const PathOutput& p) { return rel_rmse(p.on_gold_l.inv, g.inv); }},
+    {{"inverse_residual", MetricKind::kError, "rel_rmse((I + gold L) * path INV, I) in FP64"},
+     [](const GoldOutput& g, const PathOutput& p) { return residual(g.L, p.on_path_l.inv); }},
+};
+
+const MetricInfo kReference[] = {
+    {"l_finite", MetricKind::kFlag, "1 if every entry of the gold L is finite"},
+    {"inv_finite", MetricKind::kFlag, "1 if every entry of the gold inverse is finite"},
+    {"inverse_residual", MetricKind::kError, "rel_rmse((I + gold L) * gold INV, I) in FP64"},
+    {"inv_max_abs", MetricKind::kValue, "max |entry| of the gold inverse"},
+};
+
+// Twin names live as long as the program: MetricInfo holds const char*.
+const char* twin_name(const char* name) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<std::string>> names;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& s = names[name];
+  if (!s) s = std::make_unique<std::string>(std::string("gold_l_") + name);
+  return s->c_str();
+}
+
+const std::map<std::string, std::string>& aliases() {
+  static const std::map<std::string, std::string> a{
+      {"inv_neumann_only_rel_rmse", "inv_method_only_rel_rmse"},
+      {"inv_stable_l_rel_rmse", "inv_gold_l_rel_rmse"},
+      {"stable_l_highest_power", "gold_l_highest_power"},
+      {"stable_l_power_max", "gold_l_power_max"},
+  };
+  return a;
+}
+
+}  // namespace
+
+size_t MetricSet::index(std::string_view name) const {
+  for (size_t i = 0; i < infos.size(); ++i)
+    if (name == infos[i].name) return i;
+  return npos;
+}
+
+const MetricSet& method_metrics(const MethodSpec& method) {
+  static std::mutex mu;
+  static std::map<const MethodSpec*, std::unique_ptr<MetricSet>> sets;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& s = sets[&method];
+  if (!s) {
+    s = std::make_unique<MetricSet>();
+    for (const Generic& g : kGeneric) s->infos.push_back(g.info);
+    for (const MetricInfo& d : method.diagnostics) s->infos.push_back(d);
+    for (const MetricInfo& d : method.diagnostics) s->infos.push_back({twin_name(d.name), d.kind, d.help});
+  }
+  return *s;
+}
+
+const MetricSet& reference_metrics() {
+  static const MetricSet s{{std::begin(kReference), std::end(kReference)}};
+  return s;
+}
+
+std::vector<std::string> all_metric_names() {
+  std::vector<std::string> v;
+  auto add = [&](const MetricSet& s) {
+    for (const MetricInfo& m : s.infos)
+      if (std::find(v.begin(), v.end(), m.name) == v.end()) v.emplace_back(m.name);
+  };
+  for (const MethodSpec* m : methods()) add(method_metrics(*m));
+  add(reference_metrics());
+  return v;
+}
+
+std::string canonical_metric_name(const std::string& name) {
+  const auto it = aliases().find(name);
+  return it == aliases().end() ? name : it->second;
+}
+
+const MetricInfo* find_metric(const std::string& raw) {
+  const std::string name = canonical_metric_name(raw);
+  for (const MethodSpec* m : methods()) {
+    const MetricSet& s = method_metrics(*m);
+    if (const size_t i = s.index(name); i != MetricSet::npos) return &s.infos[i];
+  }
+  const MetricSet& r = reference_metrics();
+  if (const size_t i = r.index(name); i != MetricSet::npos) return &r.infos[i];
   return nullptr;
 }
 
@@ -60,50 +160,19 @@ double rel_rmse(const Mat& a, const Mat& e) {
   return std::sqrt(err / n) / (std::sqrt(ref / n) + 1e-30);
 }
 
-namespace {
-
-double residual(const Mat& gold_l, const Mat& inv) {
-  if (!all_finite(inv)) return INFINITY;
-  const Eigen::Index c = gold_l.rows();
-  const Mat i = Mat::Identity(c, c);
-  return rel_rmse((i + gold_l) * inv, i);
+void evaluate(const MethodSpec& method, const GoldOutput& gold, const PathOutput& p, double* out) {
+  size_t k = 0;
+  for (const Generic& g : kGeneric) out[k++] = g.fn(gold, p);
+  const size_t nd = method.diagnostics.size();
+  for (size_t d = 0; d < nd; ++d) out[k++] = d < p.on_path_l.diagnostics.size() ? p.on_path_l.diagnostics[d] : NAN;
+  for (size_t d = 0; d < nd; ++d) out[k++] = d < p.on_gold_l.diagnostics.size() ? p.on_gold_l.diagnostics[d] : NAN;
 }
 
-double max_abs(const Mat& m) {
-  double r = 0.0;
-  for (Eigen::Index i = 0; i < m.size(); ++i) {
-    if (!std::isfinite(m.data()[i])) return INFINITY;
-    r = std::fmax(r, std::fabs(m.data()[i]));
-  }
-  return r;
-}
-
-}  // namespace
-
-std::vector<double> evaluate_path(const GoldOutput& gold, const PathOutput& out) {
-  double zeros = 0, nonfinite = 0;
-  for (double v : out.decay) zeros += (v == 0.0);
-  for (double v : out.inv_decay) nonfinite += !std::isfinite(v);
-  const bool l_ok = all_finite(out.L);
-  const double neumann_only = l_ok ? rel_rmse(out.run.inv, unit_lower_inverse(out.L)) : INFINITY;
-  return {zeros,
-          nonfinite,
-          l_ok ? 1.0 : 0.0,
-          all_finite(out.run.inv) ? 1.0 : 0.0,
-          rel_rmse(out.L, gold.L),
-          rel_rmse(out.run.inv, gold.inv),
-          neumann_only,
-          rel_rmse(out.stable.inv, gold.inv),
-          residual(gold.L, out.run.inv),
-          static_cast<double>(out.run.highest_power),
-          out.run.power_max,
-          static_cast<double>(out.stable.highest_power),
-          out.stable.power_max};
-}
-
-std::vector<double> evaluate_gold(const GoldOutput& gold) {
-  return {all_finite(gold.L) ? 1.0 : 0.0, all_finite(gold.inv) ? 1.0 : 0.0, residual(gold.L, gold.inv),
-          max_abs(gold.inv)};
+void evaluate_reference(const GoldOutput& gold, double* out) {
+  out[0] = all_finite(gold.L) ? 1.0 : 0.0;
+  out[1] = all_finite(gold.inv) ? 1.0 : 0.0;
+  out[2] = residual(gold.L, gold.inv);
+  out[3] = max_abs(gold.inv);
 }
 
 }  // namespace chunkinv

@@ -1,40 +1,46 @@
 // Per-sample metrics (SPEC §3). Names are part of the interface: the same in
-// code, JSON and tables.
+// code, JSON and tables. Generic metrics apply to every (path, method);
+// each method adds its own diagnostics, measured on the path's L and, as
+// "gold_l_<name>", on the gold L. Consumers look metrics up by name in a
+// MetricSet, never by position.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/matrix.hpp"
-#include "paths/path.hpp"
+#include "methods/method.hpp"
+#include "model/metric_info.hpp"
+#include "model/outputs.hpp"
 
 namespace chunkinv {
 
-enum class MetricKind {
-  kCount,  // a non-negative integer count (worst sample = max)
-  kFlag,   // 0/1; its mean is a share, reported with a Wilson interval
-  kError,  // a relative error, +inf when the approximation is non-finite
-  kValue,  // any other non-negative value (power magnitude, exponent)
+struct MetricSet {
+  std::vector<MetricInfo> infos;  // report order
+  static constexpr size_t npos = size_t(-1);
+  size_t index(std::string_view name) const;  // npos if absent
+  size_t size() const { return infos.size(); }
 };
 
-struct MetricInfo {
-  const char* name;
-  MetricKind kind;
-  const char* help;
-};
-
-// Metrics of an approximate path, in report order.
-const std::vector<MetricInfo>& path_metrics();
-// Metrics of the gold itself (its own residual and finiteness).
-const std::vector<MetricInfo>& gold_metrics();
-const MetricInfo* find_metric(const std::string& name);  // either list; nullptr if unknown
+// Generic metrics, then the method's diagnostics, then their gold-L twins.
+const MetricSet& method_metrics(const MethodSpec& method);
+// The gold's own entry (path gold, method exact): its residual and finiteness.
+const MetricSet& reference_metrics();
+// Any metric of any method or of the gold, by its name or an old alias; nullptr if unknown.
+const MetricInfo* find_metric(const std::string& name);
+// Every metric's name in report order: generic, each method's diagnostics
+// and their twins, then the gold's own; each once.
+std::vector<std::string> all_metric_names();
+// Names metrics had in reports of schema chunkinv.report/1 map to today's.
+std::string canonical_metric_name(const std::string& name);
 
 // rel_rmse(a, e) = sqrt(mean((a-e)^2)) / (sqrt(mean(e^2)) + 1e-30); +inf if a has a non-finite entry.
 double rel_rmse(const Mat& a, const Mat& e);
 bool all_finite(const Mat& m);
 
-// One value per path_metrics() entry, same order.
-std::vector<double> evaluate_path(const GoldOutput& gold, const PathOutput& out);
-// One value per gold_metrics() entry.
-std::vector<double> evaluate_gold(const GoldOutput& gold);
+// One value per method_metrics(method) entry, in that order, into out.
+void evaluate(const MethodSpec& method, const GoldOutput& gold, const PathOutput& p, double* out);
+// One value per reference_metrics() entry.
+void evaluate_reference(const GoldOutput& gold, double* out);
 
 }  // namespace chunkinv

@@ -53,12 +53,7 @@ const std::vector<std::string>& statistic_names() {
   return n;
 }
 
-std::vector<std::string> metric_names() {
-  std::vector<std::string> v;
-  for (const auto* list : {&path_metrics(), &gold_metrics()})
-    for (const auto& m : *list) v.push_back(m.name);
-  return v;
-}
+std::vector<std::string> metric_names() { return all_metric_names(); }
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
   const std::string near = nearest_of(word, candidates);
@@ -154,7 +149,7 @@ CheckRules check_rules_from_json(const json& j) {
       if (!rj.is_object()) throw UsageError(where + ": must be an object");
       reject_unknown_keys(rj, {"metric", "statistic", "check", "tolerance", "absolute"}, where);
       CheckRule rule;
-      rule.metric = string_field(rj, "metric", where);
+      rule.metric = canonical_metric_name(string_field(rj, "metric", where));
       rule.statistic = rj.contains("statistic") ? string_field(rj, "statistic", where) : "*";
       if (rule.metric.find('*') == std::string::npos && !find_metric(rule.metric)) {
         throw UsageError(fmt::format("{}: unknown metric \"{}\"{}", where, rule.metric, did_you_mean(rule.metric, metrics)));

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "metrics/metrics.hpp"
+#include "paths/path.hpp"
 
 namespace chunkinv {
 
@@ -103,8 +105,10 @@ Report read_report(const std::string& path) {
     throw UsageError(fmt::format("report {}: not valid JSON ({})", path, e.what()));
   }
   try {
-    if (!j.is_object() || j.value("schema", "") != kReportSchema) {
-      throw UsageError(fmt::format("schema is not \"{}\"", kReportSchema));
+    const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string()
+                                   ? j["schema"].get<std::string>() : std::string();
+    if (schema != kReportSchema && schema != kReportSchemaV1) {
+      throw UsageError(fmt::format("schema is not \"{}\" (nor the older \"{}\")", kReportSchema, kReportSchemaV1));
     }
     Report r;
     r.meta = j.value("meta", json::object());
@@ -116,11 +120,16 @@ Report read_report(const std::string& path) {
         if (!e.contains("axes") || !e["axes"].is_object()) throw UsageError("\"axes\" is missing");
         entry.axes = e["axes"];
         if (!entry.axes.contains("path")) throw UsageError("axes.path is missing");
+        if (!entry.axes.contains("method")) {  // schema /1: the gold's own entry, or Neumann
+          const PathSpec* p = entry.axes["path"].is_string() ? find_path_or_null(entry.axes["path"].get<std::string>())
+                                                              : nullptr;
+          entry.axes["method"] = std::string(p && p->reference ? exact_method().name : default_method().name);
+        }
         entry.samples = e.at("samples").get<uint64_t>();
         entry.seed = e.value("seed", uint64_t{0});
         for (const auto& [name, sj] : e.at("metrics").items()) {
           try {
-            entry.metrics[name] = stats_from_json(sj);
+            entry.metrics[canonical_metric_name(name)] = stats_from_json(sj);
           } catch (const UsageError& err) {
             throw UsageError(fmt::format("metric {}: {}", name, err.what()));
           }
@@ -129,7 +138,7 @@ Report read_report(const std::string& path) {
           for (const auto& [name, arr] : e["per_sample"].items()) {
             std::vector<double> v;
             for (const auto& x : arr) v.push_back(number_from_json(x));
-            entry.per_sample[name] = std::move(v);
+            entry.per_sample[canonical_metric_name(name)] = std::move(v);
           }
         }
         r.results.push_back(std::move(entry));

@@ -12,7 +12,10 @@
 
 namespace chunkinv {
 
-inline constexpr const char* kReportSchema = "chunkinv.report/1";
+// /2 added the `method` axis and renamed four metrics; /1 reports still load
+// (read_report fills in the method and today's names).
+inline constexpr const char* kReportSchema = "chunkinv.report/2";
+inline constexpr const char* kReportSchemaV1 = "chunkinv.report/1";
 
 // Finite numbers as JSON numbers; non-finite as the strings "inf", "-inf", "nan".
 nlohmann::json json_number(double v);
@@ -23,7 +26,7 @@ nlohmann::json stats_to_json(const Stats& s);
 Stats stats_from_json(const nlohmann::json& j);
 
 struct ReportEntry {
-  nlohmann::json axes;  // {"family", "chunk", "dim", "path", <family params>...}
+  nlohmann::json axes;  // {"family", "chunk", "dim", "path", "method", <family params>...}
   uint64_t samples = 0;
   uint64_t seed = 0;
   std::map<std::string, Stats> metrics;

@@ -19,11 +19,12 @@
 #include "core/error.hpp"
 #include "core/fp.hpp"
 #include "core/thread_pool.hpp"
-#include "paths/gpu.hpp"
-#include "paths/kernel/cuda_check.cuh"
-#include "paths/kernel/host_convert.hpp"
-#include "paths/kernel/ptx.cuh"
-#include "paths/kernel/staging.cuh"
+#include "gpu/buffers.cuh"
+#include "gpu/check.cuh"
+#include "gpu/gpu.hpp"
+#include "gpu/pack.hpp"
+#include "gpu/ptx.cuh"
+#include "paths/gpu_paths.hpp"
 
 namespace chunkinv::gpu {
 namespace {
@@ -102,16 +103,12 @@ class CublasPath final : public Path {
   }
   ~CublasPath() override { cublasDestroy(handle_); }
 
-  std::string name() const override { return "cublas"; }
-  std::string arithmetic() const override {
-    return "CUDA + cuBLAS (the article's simulation): x = G*log2e in FP64, decay = bf16(ftz(exp2f(fp32(+-x)))); "
-           "kd, ki = bf16 products; L = fp16(cublasSgemm FP32, default math mode), strict lower, times fp16(beta); "
-           "Neumann products cublasGemmStridedBatchedEx CUDA_R_16F with CUBLAS_COMPUTE_16F, FP16 adds; no padding";
-  }
-
-  void run_batch(std::span<const Sample> samples, std::span<const GoldOutput> gold, std::span<PathOutput> out,
-                 ThreadPool& pool, bool keep_powers) override {
-    detail::run_by_shape("cublas", samples, gold, out, [&](auto s, auto g, auto o) { return run_group(s, g, o, pool, keep_powers); });
+  BatchTiming run_batch(const Batch& in, std::span<const MethodSpec* const> methods, std::span<PathOutput> out,
+                        ThreadPool& pool, bool keep) override {
+    (void)methods;  // neumann, the only method with a form here (the spec's supports() says so)
+    return detail::run_by_shape(in.samples, [&](size_t i, size_t n) {
+      return run_group(in.samples.subspan(i, n), in.gold.subspan(i, n), out.subspan(i, n), pool, keep);
+    });
   }
 
  private:
@@ -235,28 +232,22 @@ class CublasPath final : public Path {
     const auto t1 = std::chrono::steady_clock::now();
 
     auto matrix = [&](const uint16_t* src) { return fp16_matrix(src, C); };
-    auto powers_of = [&](size_t m) {
-      std::vector<Mat> v;
-      for (const auto& q : powers) v.push_back(matrix(q.data() + m * csq));
+    auto powers_of = [&](size_t m) {  // labelled as methods/neumann.cpp labels them
+      std::vector<Intermediate> v;
+      for (size_t q = 0; q < powers.size(); ++q)
+        v.push_back({q == 0 ? std::string("L") : "L^" + std::to_string(1 << q), matrix(powers[q].data() + m * csq)});
       return v;
     };
     pool.parallel_for(blocks, [&](size_t b) {
       for (size_t s = b * kBlock; s < std::min(size_t(n), (b + 1) * kBlock); ++s) {
         PathOutput& o = out[s];
-        unpack_decays(o, h_decay, h_inv_decay, s, C);
-        o.L = matrix(h_l + s * csq);
-        o.run.inv = matrix(h_inv + s * csq);
-        o.run.highest_power = p;
-        o.run.power_max = h_pmax[s];
-        o.run.powers = powers_of(s);
-        if (stable) {
-          o.stable.inv = matrix(h_inv + (n + s) * csq);
-          o.stable.highest_power = p;
-          o.stable.power_max = h_pmax[n + s];
-          o.stable.powers = powers_of(n + s);
-        } else {
-          o.stable = NeumannRun{};
-        }
+        o.l.decay = bf16_vector(h_decay + s * C, C);
+        o.l.inv_decay = bf16_vector(h_inv_decay + s * C, C);
+        o.l.L = matrix(h_l + s * csq);
+        o.on_path_l = {matrix(h_inv + s * csq), {double(p), double(h_pmax[s])}, powers_of(s)};
+        o.on_gold_l = stable ? InverseRun{matrix(h_inv + (n + s) * csq), {double(p), double(h_pmax[n + s])},
+                                          powers_of(n + s)}
+                             : InverseRun{};
       }
     });
 
@@ -278,10 +269,6 @@ class CublasPath final : public Path {
 
 }  // namespace
 
-std::unique_ptr<Path> make_cublas_path() {
-  const std::string why = unavailable_reason();
-  if (!why.empty()) throw UsageError("path cublas needs a CUDA GPU: " + why);
-  return std::make_unique<CublasPath>();
-}
+std::unique_ptr<Path> make_cublas_path() { return std::make_unique<CublasPath>(); }
 
 }  // namespace chunkinv::gpu

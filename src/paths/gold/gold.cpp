@@ -3,17 +3,13 @@
 #include <algorithm>
 #include <vector>
 
-#include <Eigen/Dense>
+#include <fmt/format.h>
 
 #include "core/detmath.hpp"
+#include "core/error.hpp"
+#include "paths/path.hpp"
 
 namespace chunkinv {
-
-Mat unit_lower_inverse(const Mat& l) {
-  const Eigen::Index c = l.rows();
-  const Mat a = Mat::Identity(c, c) + l;
-  return a.triangularView<Eigen::UnitLower>().solve(Mat::Identity(c, c));
-}
 
 GoldOutput compute_gold(const Sample& s) {
   const int c = s.chunk;
@@ -33,9 +29,23 @@ GoldOutput compute_gold(const Sample& s) {
   return out;
 }
 
-std::string gold_arithmetic() {
+namespace {
+
+class GoldPath final : public CpuPath {
+  LForm form_l(const Sample&, const GoldOutput& gold) const override { return {{}, {}, gold.L}; }
+  bool forms_gold_l() const override { return true; }
+};
+
+std::string arithmetic() {
   return "FP64 from the BF16 keys: L_ij = beta_i (k_i.k_j) exp(min(G_i - G_j, 0)), G cumulated "
          "in FP64; inverse by unit-lower triangular solve (Eigen) in FP64";
 }
+std::string available() { return ""; }
+std::unique_ptr<Path> make(const PathOptions&) { return std::make_unique<GoldPath>(); }
+
+}  // namespace
+
+extern const PathSpec kGoldPath{"gold",           Device::kCpu, true, arithmetic, nullptr, available, supports_every_method,
+                                takes_no_options, make};
 
 }  // namespace chunkinv

@@ -18,13 +18,14 @@
 #include "core/error.hpp"
 #include "core/fp.hpp"
 #include "core/thread_pool.hpp"
-#include "paths/gpu.hpp"
-#include "paths/kernel/cuda_check.cuh"
-#include "paths/kernel/host_convert.hpp"
+#include "gpu/buffers.cuh"
+#include "gpu/check.cuh"
+#include "gpu/gpu.hpp"
+#include "gpu/pack.hpp"
+#include "gpu/ptx.cuh"
+#include "gpu/tiles.cuh"
+#include "paths/gpu_paths.hpp"
 #include "paths/kernel/kernel_launch.cuh"
-#include "paths/kernel/ptx.cuh"
-#include "paths/kernel/staging.cuh"
-#include "paths/kernel/tiles.cuh"
 
 namespace chunkinv::gpu {
 namespace {
@@ -210,36 +211,26 @@ __global__ void kernel_path_kernel(KernelArgs args) {
   neumann(s, C, cp, lane, args.inv + sample * csq, args.highest_power + task, args.power_max + task, powers);
 }
 
-int g_padding_for_testing = 0;
-int g_variant_for_testing = 0;  // 0: the default (CHUNKINV_KERNEL_VARIANT, else kDefaultVariant)
-constexpr int kDefaultVariant = 2;  // v2: bit-identical to v1 and emulated on the H200, 1.2-1.6x faster
-
-int kernel_variant() {
-  if (g_variant_for_testing) return g_variant_for_testing;
-  const char* env = std::getenv("CHUNKINV_KERNEL_VARIANT");
-  if (env && (std::string(env) == "1" || std::string(env) == "2")) return std::atoi(env);
-  return kDefaultVariant;
-}
-
 int neumann_powers(int chunk) {  // L, L^2, ..., L^highest
   int n = 1;
   for (int p = 1; 2 * p < chunk; p *= 2) ++n;
   return n;
 }
 
+// Version 1 (this file) is the simple reference that version 2
+// (kernel_v2.cu) is checked against; the version and the padding are the
+// path's options (kernel:version=1:pad=64).
 class KernelPath final : public Path {
  public:
-  std::string name() const override { return "kernel"; }
-  std::string arithmetic() const override {
-    return "CUDA sm_90: G2 running FP32 sum of fp32(g*log2e); decay = cvt.rn.bf16(ex2.approx.ftz.f32(+-G2)); "
-           "kd, ki = mul.rn.bf16; L = cvt.rn.f16(mma.m16n8k16 bf16->f32 chained over d), strict lower, "
-           "mul.rn.f16 by fp16(beta); Neumann INV = I - L, P = mma f16.f16 (P,P), INV = INV + mma(INV,P) "
-           "(add.rn.f16x2); chunk zero-padded to a multiple of 16";
-  }
+  KernelPath(int version, int pad) : version_(version), pad_(pad) {}
 
-  void run_batch(std::span<const Sample> samples, std::span<const GoldOutput> gold, std::span<PathOutput> out,
-                 ThreadPool& pool, bool keep_powers) override {
-    detail::run_by_shape("kernel", samples, gold, out, [&](auto s, auto g, auto o) { return run_group(s, g, o, pool, keep_powers); });
+  BatchTiming run_batch(const Batch& in, std::span<const MethodSpec* const> methods, std::span<PathOutput> out,
+                        ThreadPool& pool, bool keep) override {
+    // One method (neumann, the only one with a form here: the spec's supports() says so).
+    (void)methods;
+    return detail::run_by_shape(in.samples, [&](size_t i, size_t n) {
+      return run_group(in.samples.subspan(i, n), in.gold.subspan(i, n), out.subspan(i, n), pool, keep);
+    });
   }
 
  private:
@@ -251,7 +242,7 @@ class KernelPath final : public Path {
     const int C = samples[0].chunk, d = samples[0].dim;
     if (C < 2 || C > 64) throw UsageError("path kernel: chunk " + std::to_string(C) + " outside 2..64");
     if (d <= 0 || d % 16 != 0) throw UsageError("path kernel: dim " + std::to_string(d) + " is not a multiple of 16");
-    const int cp = std::max((C + 15) / 16 * 16, g_padding_for_testing);
+    const int cp = std::max((C + 15) / 16 * 16, pad_);
     const bool stable = !gold.empty();
     const int tasks = stable ? 2 * n : n;
     const size_t csq = size_t(C) * C, cd = size_t(C) * d;
@@ -310,7 +301,7 @@ class KernelPath final : public Path {
     if (stable)
       CUDA_CHECK(cudaMemcpyAsync(const_cast<uint16_t*>(a.gold_l), h_gold, n * csq * 2, cudaMemcpyHostToDevice, st));
     timer_.mark(1, st);
-    if (kernel_variant() == 2) launch_kernel_path_v2(a, launch, tasks, st);
+    if (version_ == 2) launch_kernel_path_v2(a, launch, tasks, st);
     else launch_kernel_path(a, launch, tasks, st);
     timer_.mark(2, st);
 
@@ -337,28 +328,24 @@ class KernelPath final : public Path {
 
     // Unpack: every value exact as a double.
     auto matrix = [&](const uint16_t* src) { return fp16_matrix(src, C); };
-    auto powers = [&](int task) {
-      std::vector<Mat> v;
-      for (int q = 0; q < npow; ++q) v.push_back(matrix(h_powers + (size_t(task) * npow + q) * csq));
+    auto powers = [&](int task) {  // labelled as methods/neumann.cpp labels them
+      std::vector<Intermediate> v;
+      if (!keep_powers) return v;
+      for (int q = 0; q < npow; ++q)
+        v.push_back({q == 0 ? std::string("L") : "L^" + std::to_string(1 << q),
+                     matrix(h_powers + (size_t(task) * npow + q) * csq)});
       return v;
     };
     pool.parallel_for(blocks, [&](size_t b) {
       for (size_t s = b * kBlock; s < std::min(size_t(n), (b + 1) * kBlock); ++s) {
         PathOutput& o = out[s];
-        unpack_decays(o, h_decay, h_inv_decay, s, C);
-        o.L = matrix(h_l + s * csq);
-        o.run.inv = matrix(h_inv + s * csq);
-        o.run.highest_power = h_hp[s];
-        o.run.power_max = h_pmax[s];
-        o.run.powers = keep_powers ? powers(int(s)) : std::vector<Mat>{};
-        if (stable) {
-          o.stable.inv = matrix(h_sinv + s * csq);
-          o.stable.highest_power = h_hp[n + s];
-          o.stable.power_max = h_pmax[n + s];
-          o.stable.powers = keep_powers ? powers(int(n + s)) : std::vector<Mat>{};
-        } else {
-          o.stable = NeumannRun{};
-        }
+        o.l.decay = bf16_vector(h_decay + s * C, C);
+        o.l.inv_decay = bf16_vector(h_inv_decay + s * C, C);
+        o.l.L = matrix(h_l + s * csq);
+        o.on_path_l = {matrix(h_inv + s * csq), {double(h_hp[s]), double(h_pmax[s])}, powers(int(s))};
+        o.on_gold_l = stable ? InverseRun{matrix(h_sinv + s * csq), {double(h_hp[n + s]), double(h_pmax[n + s])},
+                                          powers(int(n + s))}
+                             : InverseRun{};
       }
     });
 
@@ -370,6 +357,7 @@ class KernelPath final : public Path {
     return t;
   }
 
+  const int version_, pad_;
   detail::EventTimer timer_;
   detail::PinnedBuffer<uint16_t> h_keys_, h_beta_, h_gold_, h_decay_, h_inv_decay_, h_l_, h_inv_, h_stable_inv_,
       h_powers_;
@@ -408,20 +396,10 @@ void launch_kernel_path(const KernelArgs& a, const KernelLaunch& l, int tasks, c
   CUDA_CHECK_LAUNCH();
 }
 
-void set_kernel_padding_for_testing(int cp) {
-  if (cp != 0 && (cp % 16 != 0 || cp > 64)) throw UsageError("padding must be 16, 32, 48 or 64");
-  g_padding_for_testing = cp;
-}
-
-void set_kernel_variant_for_testing(int v) {
-  if (v < 0 || v > 2) throw UsageError("kernel variant must be 1 or 2 (0: the default)");
-  g_variant_for_testing = v;
-}
-
-std::unique_ptr<Path> make_kernel_path() {
-  const std::string why = unavailable_reason();
-  if (!why.empty()) throw UsageError("path kernel needs a CUDA GPU: " + why);
-  return std::make_unique<KernelPath>();
+std::unique_ptr<Path> make_kernel_path(int version, int pad) {
+  if (version != 1 && version != 2) throw UsageError("path kernel: version must be 1 or 2");
+  if (pad != 0 && (pad % 16 != 0 || pad > 64)) throw UsageError("path kernel: pad must be 16, 32, 48 or 64");
+  return std::make_unique<KernelPath>(version, pad);
 }
 
 }  // namespace chunkinv::gpu

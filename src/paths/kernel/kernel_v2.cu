@@ -11,10 +11,10 @@
 #include <cstdint>
 #include <stdexcept>
 
-#include "paths/kernel/cuda_check.cuh"
+#include "gpu/check.cuh"
 #include "paths/kernel/kernel_launch.cuh"
-#include "paths/kernel/ptx.cuh"
-#include "paths/kernel/tiles.cuh"
+#include "gpu/ptx.cuh"
+#include "gpu/tiles.cuh"
 
 namespace chunkinv::gpu {
 namespace {

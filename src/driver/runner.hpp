@@ -1,0 +1,110 @@
+// The one sample loop. `run`, `bench` and `inspect` all go through it: for
+// each group of points that share a configuration it makes the samples and
+// their gold in batches, runs every path once over its methods, evaluates
+// the metrics, and hands each batch to a sink (statistics for `run`,
+// timings for `bench`, the matrices themselves for `inspect`). Results are a
+// pure function of (configuration, seed, sample index): never of the
+// command, the thread count or the batch size.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.hpp"
+#include "driver/spec.hpp"
+#include "metrics/metrics.hpp"
+#include "paths/path.hpp"
+#include "report/report.hpp"
+
+namespace chunkinv {
+
+// One report entry's worth of work: a path running a method, or the gold's
+// own entry (the reference path with the exact method).
+struct Task {
+  size_t path = 0;  // index into the runner's paths
+  const MethodSpec* method = nullptr;
+  bool reference = false;
+  const MetricSet* metrics = nullptr;
+};
+
+// Points that share a configuration share their samples and gold.
+struct Group {
+  Configuration config;
+  std::vector<Task> tasks;
+};
+
+struct Plan {
+  std::vector<Group> groups;
+  std::vector<std::string> skipped;  // each distinct reason once, in order of appearance
+};
+
+struct SampleRange {
+  uint64_t first = 0;  // samples [first, first + count)
+  uint64_t count = 0;
+};
+
+struct RunnerOptions {
+  int threads = 0;          // 0: all hardware threads
+  uint64_t batch = 4096;    // samples per batch (bounds memory; never changes results)
+  bool keep_intermediates = false;
+  bool progress = false;    // a progress line on stderr (when it is a terminal)
+};
+
+// One batch of one group, as the sink sees it.
+struct BatchResult {
+  const Group* group = nullptr;
+  uint64_t first = 0;  // sample index of samples[0]
+  std::span<const Sample> samples;
+  std::span<const GoldOutput> gold;
+  std::vector<std::span<const PathOutput>> outputs;  // per task; empty for the reference
+  std::vector<std::vector<double>> values;           // per task: values[i * metrics + m]
+  std::vector<BatchTiming> path_timing;              // per runner path (zero where unused)
+  std::vector<double> path_wall_ms;                  // per runner path: run_batch's wall time
+  double inputs_ms = 0, gold_ms = 0, metrics_ms = 0; // host wall time of this batch's phases
+};
+
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual void begin(const Group&, uint64_t /*samples*/) {}
+  virtual void consume(const BatchResult& batch) = 0;
+  virtual void end(const Group&) {}
+};
+
+class Runner {
+ public:
+  // Creates one instance of every path (GPU paths keep their buffers).
+  Runner(std::vector<PathChoice> paths, const RunnerOptions& options);
+  // Groups the points and resolves which path runs which method.
+  Plan plan(const std::vector<Point>& points) const;
+  // Runs samples `range` of `group`; UsageError when a data-backed family
+  // holds fewer samples.
+  void run(const Group& group, uint64_t seed, SampleRange range, Sink& sink);
+
+  const std::vector<PathChoice>& paths() const { return paths_; }
+  ThreadPool& pool() { return pool_; }
+  const RunnerOptions& options() const { return options_; }
+
+ private:
+  std::vector<PathChoice> paths_;
+  std::vector<std::unique_ptr<Path>> instances_;
+  RunnerOptions options_;
+  ThreadPool pool_;
+};
+
+// The report entries of a run: every group over `samples` samples from
+// `first_sample`, aggregated (and per sample when asked).
+struct RunResult {
+  std::vector<ReportEntry> entries;
+  std::vector<std::string> skipped;
+};
+RunResult run_experiment(const std::vector<Point>& points, const std::vector<PathChoice>& paths, uint64_t samples,
+                         uint64_t seed, const RunnerOptions& options, bool per_sample = false,
+                         uint64_t first_sample = 0);
+
+// The axes of a task's report entry: the configuration's, path and method.
+nlohmann::json entry_axes(const Group& group, const Task& task, const std::vector<PathChoice>& paths);
+
+}  // namespace chunkinv

@@ -1,0 +1,72 @@
+// The CUDA side of gpu/gpu.hpp: is a usable GPU there, which, and what
+// runtime and driver.
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "gpu/gpu.hpp"
+
+namespace chunkinv::gpu {
+namespace {
+
+std::string version_string(int v) {  // 13000 -> "13.0"
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+std::string find_reason() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaErrorNoDevice) return "no CUDA device";
+  if (e == cudaErrorInsufficientDriver) {
+    int driver = 0;
+    cudaDriverGetVersion(&driver);
+    return driver == 0 ? "no CUDA driver" : "CUDA driver " + version_string(driver) + " is older than the runtime";
+  }
+  if (e != cudaSuccess) return std::string("CUDA unavailable: ") + cudaGetErrorString(e);
+  if (count == 0) return "no CUDA device";
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "cannot query CUDA device 0";
+  if (p.major < 9)
+    return std::string(p.name) + " has compute capability " + std::to_string(p.major) + "." +
+           std::to_string(p.minor) + "; the GPU paths need 9.0 (Hopper)";
+  return "";
+}
+
+}  // namespace
+
+bool built() { return true; }
+
+std::string unavailable_reason() {
+  static const std::string reason = find_reason();
+  return reason;
+}
+
+std::vector<DeviceInfo> devices() {
+  std::vector<DeviceInfo> out;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error of a missing driver
+    return out;
+  }
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    out.push_back({i, p.name, p.major, p.minor, p.multiProcessorCount, p.totalGlobalMem});
+  }
+  return out;
+}
+
+std::string runtime_version() {
+  int v = 0;
+  if (cudaRuntimeGetVersion(&v) != cudaSuccess) return "";
+  return version_string(v);
+}
+
+std::string driver_version() {
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess || v == 0) return "";
+  return version_string(v);
+}
+
+}  // namespace chunkinv::gpu

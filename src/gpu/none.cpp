@@ -1,0 +1,22 @@
+// The GPU platform of a build without CUDA: nothing is usable, and every
+// GPU path's spec says so before anything would be launched.
+#ifndef CHUNKINV_HAVE_CUDA
+#include <memory>
+
+#include "core/error.hpp"
+#include "gpu/gpu.hpp"
+#include "paths/gpu_paths.hpp"
+
+namespace chunkinv::gpu {
+
+bool built() { return false; }
+std::string unavailable_reason() { return "this build has no CUDA support"; }
+std::vector<DeviceInfo> devices() { return {}; }
+std::string runtime_version() { return ""; }
+std::string driver_version() { return ""; }
+
+std::unique_ptr<Path> make_kernel_path(int, int) { throw UsageError("path kernel: this build has no CUDA support"); }
+std::unique_ptr<Path> make_cublas_path() { throw UsageError("path cublas: this build has no CUDA support"); }
+
+}  // namespace chunkinv::gpu
+#endif

@@ -1,0 +1,16 @@
+// The CUDA paths' constructors, defined in paths/kernel and paths/cublas
+// when built with CUDA (gpu/none.cpp otherwise). Their specs, in host code,
+// are in paths/gpu_specs.cpp.
+#pragma once
+#include <memory>
+
+#include "paths/path.hpp"
+
+namespace chunkinv::gpu {
+
+// version: 1 (kernel.cu, the reference) or 2 (kernel_v2.cu); pad: the chunk
+// zero-padded to this multiple-of-16 size (0: the next multiple of 16).
+std::unique_ptr<Path> make_kernel_path(int version, int pad = 0);
+std::unique_ptr<Path> make_cublas_path();
+
+}  // namespace chunkinv::gpu

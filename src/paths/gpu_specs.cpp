@@ -1,0 +1,86 @@
+// The specs of the CUDA paths, in host code so that a build without CUDA
+// knows them too (and says why they cannot run).
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "gpu/gpu.hpp"
+#include "paths/gpu_paths.hpp"
+
+namespace chunkinv {
+
+extern const MethodSpec kNeumannMethod;
+
+namespace {
+
+// The methods with a GPU form on these paths.
+bool neumann_only(const MethodSpec& m, std::string_view path, std::string* why) {
+  if (&m == &kNeumannMethod) return true;
+  if (why) *why = fmt::format("path {} has no GPU form of method {}", path, m.name);
+  return false;
+}
+
+std::string unavailable() { return gpu::unavailable_reason(); }
+
+int int_option(const PathOptions& o, const std::string& key, std::initializer_list<int> allowed, int fallback) {
+  const auto it = o.find(key);
+  if (it == o.end()) return fallback;
+  for (int v : allowed)
+    if (it->second == std::to_string(v)) return v;
+  throw UsageError(fmt::format("path kernel: option {}={} is not one of {}", key, it->second, fmt::join(allowed, ", ")));
+}
+
+// --- kernel ------------------------------------------------------------------
+
+constexpr int kDefaultKernelVersion = 2;  // bit-identical to v1 and emulated on the H200, 1.2-1.6x faster
+
+std::string kernel_arithmetic() {
+  return "CUDA sm_90: G2 running FP32 sum of fp32(g*log2e); decay = cvt.rn.bf16(ex2.approx.ftz.f32(+-G2)); "
+         "kd, ki = mul.rn.bf16; L = cvt.rn.f16(mma.m16n8k16 bf16->f32 chained over d), strict lower, "
+         "mul.rn.f16 by fp16(beta); Neumann INV = I - L, P = mma f16.f16 (P,P), INV = INV + mma(INV,P) "
+         "(add.rn.f16x2); chunk zero-padded to a multiple of 16";
+}
+
+bool kernel_supports(const Configuration& c, const MethodSpec& m, std::string* why) {
+  if (!neumann_only(m, "kernel", why)) return false;
+  if (c.dim % 16 != 0) {
+    if (why) *why = fmt::format("path kernel needs dim a multiple of 16 (dim = {})", c.dim);
+    return false;
+  }
+  return true;
+}
+
+void check_kernel_options(const PathOptions& o) {
+  for (const auto& [k, v] : o)
+    if (k != "version" && k != "pad")
+      throw UsageError(fmt::format("path kernel: unknown option \"{}\" (options: version=1|2, pad=16|32|48|64)", k));
+  int_option(o, "version", {1, 2}, kDefaultKernelVersion);
+  int_option(o, "pad", {16, 32, 48, 64}, 0);
+}
+
+std::unique_ptr<Path> make_kernel(const PathOptions& o) {
+  return gpu::make_kernel_path(int_option(o, "version", {1, 2}, kDefaultKernelVersion),
+                               int_option(o, "pad", {16, 32, 48, 64}, 0));
+}
+
+// --- cublas ------------------------------------------------------------------
+
+std::string cublas_arithmetic() {
+  return "CUDA + cuBLAS (the article's simulation): x = G*log2e in FP64, decay = bf16(ftz(exp2f(fp32(+-x)))); "
+         "kd, ki = bf16 products; L = fp16(cublasSgemm FP32, default math mode), strict lower, times fp16(beta); "
+         "Neumann products cublasGemmStridedBatchedEx CUDA_R_16F with CUBLAS_COMPUTE_16F, FP16 adds; no padding";
+}
+
+bool cublas_supports(const Configuration&, const MethodSpec& m, std::string* why) {
+  return neumann_only(m, "cublas", why);
+}
+
+std::unique_ptr<Path> make_cublas(const PathOptions&) { return gpu::make_cublas_path(); }
+
+}  // namespace
+
+extern const PathSpec kKernelPath{"kernel",        Device::kGpu, false, kernel_arithmetic,    nullptr, unavailable,
+                                  kernel_supports, check_kernel_options, make_kernel, true};
+extern const PathSpec kCublasPath{"cublas",        Device::kGpu, false, cublas_arithmetic, nullptr, unavailable,
+                                  cublas_supports, takes_no_options,     make_cublas};
+
+}  // namespace chunkinv

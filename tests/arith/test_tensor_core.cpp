@@ -1,0 +1,102 @@
+// The tensor-core model on hand-computed cases, and the emulated path's
+// structure (padding invariance, decays) against slow obvious references.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/fp.hpp"
+#include "core/rng.hpp"
+#include "inputs/family.hpp"
+#include "arith/decay.hpp"
+#include "paths/emulated/emulated.hpp"
+#include "arith/tensor_core.hpp"
+#include "paths/gold/gold.hpp"
+
+using namespace chunkinv;
+
+namespace {
+double dot(std::initializer_list<double> a, std::initializer_list<double> b, double c, tc::Accum acc) {
+  double av[16] = {}, bv[16] = {};
+  std::copy(a.begin(), a.end(), av);
+  std::copy(b.begin(), b.end(), bv);
+  return tc::dot16(av, bv, 1, c, acc);
+}
+}  // namespace
+
+TEST(TensorCore, ExactWhenNothingIsShiftedOut) {
+  EXPECT_EQ(dot({1, 2, 3}, {4, 5, 6}, 0.5, tc::Accum::kFP32), 32.5);
+  EXPECT_EQ(dot({1, 2, 3}, {4, 5, 6}, 0.5, tc::Accum::kFP16), 32.5);
+}
+
+TEST(TensorCore, SmallTermsAreTruncatedAt25BitsBelowTheLargest) {
+  // emax = 0 (the term 1.0): a term of 2^-25 survives, 2^-26 is truncated away.
+  EXPECT_EQ(dot({1, 0x1p-25}, {1, 1}, 0, tc::Accum::kFP32), 1.0);  // survives alignment, lost by FP32 truncation
+  EXPECT_EQ(dot({1, 0x1p-23}, {1, 1}, 0, tc::Accum::kFP32), 1.0 + 0x1p-23);
+  // Two halves of the FP32 ulp add up when they survive alignment...
+  EXPECT_EQ(dot({1, 0x1p-24, 0x1p-24}, {1, 1, 1}, 0, tc::Accum::kFP32), 1.0 + 0x1p-23);
+  // ...but not when each is below 2^(emax-25).
+  EXPECT_EQ(dot({1, 0x1p-26, 0x1p-26, 0x1p-26, 0x1p-26}, {1, 1, 1, 1, 1}, 0, tc::Accum::kFP32), 1.0);
+  // Truncation is toward zero for negative terms: 1 - 2^-26 - ... stays 1 (both parts truncated).
+  EXPECT_EQ(dot({1, -0x1.8p-26}, {1, 1}, 0, tc::Accum::kFP32), 1.0);
+  // The FP32 result is truncated: 1 + 1.5 * 2^-23 -> 1 + 2^-23.
+  EXPECT_EQ(dot({1, 0x1.8p-23}, {1, 1}, 0, tc::Accum::kFP32), 1.0 + 0x1p-23);
+}
+
+TEST(TensorCore, AlignmentUsesTheNominalExponentOfProducts) {
+  // 1.5 * 1.5 = 2.25 has nominal exponent 0 (true exponent 1): terms down to
+  // 2^-25 survive. 2.25 - 1.875 + 2^-25 = 0.375 + 2^-25, exact in FP32.
+  EXPECT_EQ(dot({1.5, -1.0, 0x1p-25}, {1.5, 1.875, 1}, 0, tc::Accum::kFP32), 0.375 + 0x1p-25);
+  // The same 2.25 as 1.125 * 2 has nominal exponent 1: the term is cut.
+  EXPECT_EQ(dot({1.125, -1.0, 0x1p-25}, {2.0, 1.875, 1}, 0, tc::Accum::kFP32), 0.375);
+}
+
+TEST(TensorCore, Fp16AccumulatorRoundsToNearestEvenAndZeroIsPositive) {
+  // 1 + 2^-11 is a tie between 1 and 1 + 2^-10: even is 1.
+  EXPECT_EQ(dot({1, 0x1p-11}, {1, 1}, 0, tc::Accum::kFP16), 1.0);
+  EXPECT_EQ(dot({1, 0x1.8p-11}, {1, 1}, 0, tc::Accum::kFP16), 1.0 + 0x1p-10);
+  const double z = dot({1, -1}, {1, 1}, 0, tc::Accum::kFP16);
+  EXPECT_EQ(z, 0.0);
+  EXPECT_FALSE(std::signbit(z));
+  EXPECT_FALSE(std::signbit(dot({-0x1p-30}, {1}, 0, tc::Accum::kFP16)));  // rounds to zero: +0
+  EXPECT_TRUE(std::isinf(dot({256, 256}, {256, 1}, 0, tc::Accum::kFP16)));  // 65792 overflows FP16
+}
+
+TEST(TensorCore, NonFiniteInputs) {
+  EXPECT_TRUE(std::isnan(dot({INFINITY}, {0}, 0, tc::Accum::kFP32)));  // inf * 0
+  EXPECT_TRUE(std::isnan(dot({INFINITY, -INFINITY}, {1, 1}, 0, tc::Accum::kFP32)));
+  EXPECT_EQ(dot({INFINITY, 1}, {1, 1}, 0, tc::Accum::kFP32), INFINITY);
+  EXPECT_EQ(dot({1}, {1}, -INFINITY, tc::Accum::kFP16), -INFINITY);
+  EXPECT_TRUE(std::isnan(dot({1}, {1}, NAN, tc::Accum::kFP16)));
+}
+
+TEST(TensorCore, MatmulChainsKBlocksThroughTheAccumulator) {
+  // 1x32 times 32x1 padded to 16x32 and 32x16: first block gives 1, the second
+  // adds 2^-24 which the FP32 truncation after the first block cannot hold.
+  Mat a = Mat::Zero(16, 32), b = Mat::Zero(32, 16);
+  a(0, 0) = 1;
+  b(0, 0) = 1;
+  a(0, 16) = 0x1p-24;
+  b(16, 0) = 1;
+  a(0, 17) = 0x1p-24;
+  b(17, 0) = 1;
+  // One block holding all three would give 1 + 2^-23; chained, block 2 alone
+  // is 2^-23 and C = 1 aligns with it exactly: 1 + 2^-23.
+  EXPECT_EQ(tc::matmul_bf16_f32(a, b)(0, 0), 1.0 + 0x1p-23);
+  a(0, 17) = 0;  // now block 2 is 2^-24 alone: 1 + 2^-24 truncates to 1
+  EXPECT_EQ(tc::matmul_bf16_f32(a, b)(0, 0), 1.0);
+}
+
+TEST(Decay, ReferenceIsBf16OfFtzExp2) {
+  EXPECT_EQ(exp2_ftz_bf16_reference(0.0f), 1.0);
+  EXPECT_EQ(exp2_ftz_bf16_reference(-126.0f), 0x1p-126);
+  EXPECT_EQ(exp2_ftz_bf16_reference(-126.5f), 0.0);  // subnormal result flushed
+  EXPECT_TRUE(std::isinf(exp2_ftz_bf16_reference(128.0f)));
+  EXPECT_EQ(exp2_ftz_bf16_reference(127.0f), 0x1p127);
+  // Against libm for many inputs (bf16 of a correctly rounded FP32).
+  const Rng rng(3, 0, Stream::kUser);
+  for (int i = 0; i < 100000; ++i) {
+    const float x = static_cast<float>((rng.uniform(i) - 0.5) * 240);
+    const double want = bf16(ftz32(static_cast<double>(static_cast<float>(std::exp2(static_cast<double>(x))))));
+    ASSERT_EQ(exp2_ftz_bf16_reference(x), want) << x;
+  }
+}

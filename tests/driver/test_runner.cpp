@@ -1,0 +1,273 @@
+// The driver and `chunkinv run`: determinism, the floor family's exact
+// overflow facts, the report end to end, and bad input.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "driver/runner.hpp"
+#include "driver/spec.hpp"
+#include "inputs/family.hpp"
+#include "core/error.hpp"
+#include "gpu/gpu.hpp"
+#include "report/report.hpp"
+#include "support/shell.hpp"
+
+using namespace chunkinv;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Proc {
+  int status;
+  std::string out;
+};
+
+// Runs the built binary; stdout and stderr together.
+Proc sh(const std::string& args) {
+  const auto r = chunkinv::testing::run_shell(chunkinv::testing::binary() + " " + args + " 2>&1");
+  return {r.status, r.out};
+}
+
+fs::path temp_dir() {
+  fs::path d = fs::temp_directory_path() / ("chunkinv_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+std::vector<Point> configs_of(const std::vector<std::string>& axes) {
+  ExperimentSpec spec;
+  for (const auto& a : axes) apply_axis(spec, a);
+  return expand(spec);
+}
+
+const Stats& metric(const std::vector<ReportEntry>& r, int chunk, const std::string& path, const std::string& name) {
+  for (const auto& e : r)
+    if (e.axes["chunk"] == chunk && e.axes["path"] == path) return e.metrics.at(name);
+  throw std::runtime_error("no entry");
+}
+
+}  // namespace
+
+TEST(Run, FloorOverflowFactsAtFloorMinus5) {
+  // exp(-5 C) leaves FP32/BF16 range past C=17: the article's exact counts.
+  const auto cfg = configs_of({"family=floor", "chunk=[16,17,18,19,32]", "decay_floor=-5"});
+  RunnerOptions opt;
+  opt.threads = 2;
+  const auto r = run_experiment(cfg, parse_paths("emulated"), 5, 0, opt).entries;
+  for (int c : {16, 17}) {
+    EXPECT_EQ(metric(r, c, "emulated", "decay_zeros").max, 0);
+    EXPECT_EQ(metric(r, c, "emulated", "inv_finite").mean, 1);
+  }
+  EXPECT_EQ(metric(r, 18, "emulated", "decay_zeros").max, 1);
+  EXPECT_EQ(metric(r, 18, "emulated", "decay_zeros").min, 1);
+  EXPECT_EQ(metric(r, 18, "emulated", "inv_decay_nonfinite").max, 1);
+  EXPECT_EQ(metric(r, 18, "emulated", "inv_finite").mean, 1);
+  EXPECT_EQ(metric(r, 19, "emulated", "decay_zeros").max, 2);
+  EXPECT_EQ(metric(r, 19, "emulated", "inv_decay_nonfinite").max, 2);
+  EXPECT_EQ(metric(r, 19, "emulated", "inv_finite").mean, 0);
+  EXPECT_EQ(metric(r, 32, "emulated", "decay_zeros").max, 15);
+  EXPECT_EQ(metric(r, 32, "emulated", "inv_decay_nonfinite").max, 15);
+  EXPECT_EQ(metric(r, 32, "emulated", "inv_finite").mean, 0);
+}
+
+TEST(Run, SameResultsForAnyThreadCountAndBatchSize) {
+  const auto cfg = configs_of({"family=[floor,model_like,weak_decay_correlated]", "chunk=[8,17]", "dim=32"});
+  RunnerOptions a, b, c;
+  a.threads = 1;
+  b.threads = 3;
+  b.batch = 7;
+  c.threads = 2;
+  c.batch = 1;
+  const auto ra = run_experiment(cfg, parse_paths("gold,emulated"), 23, 5, a, true).entries;
+  const auto rb = run_experiment(cfg, parse_paths("gold,emulated"), 23, 5, b, true).entries;
+  const auto rc = run_experiment(cfg, parse_paths("gold,emulated"), 23, 5, c, true).entries;
+  Report pa, pb, pc;
+  pa.results = ra;
+  pb.results = rb;
+  pc.results = rc;
+  EXPECT_EQ(report_to_json(pa).dump(), report_to_json(pb).dump());
+  EXPECT_EQ(report_to_json(pa).dump(), report_to_json(pc).dump());
+}
+
+TEST(Run, SampleIsAPureFunctionOfSeedAndIndex) {
+  Configuration cfg{"model_like", 16, 128, {{"decay_floor", -5.0}}};
+  const Family& f = find_family("model_like");
+  const Sample a = f.make(cfg, 9, 1234), b = f.make(cfg, 9, 1234), c = f.make(cfg, 9, 1235);
+  EXPECT_EQ(a.keys, b.keys);
+  EXPECT_EQ(a.g, b.g);
+  EXPECT_NE(a.keys, c.keys);
+  // Keys are BF16 and (before rounding) unit: the rounded norm is within 1%.
+  double n2 = 0;
+  for (int k = 0; k < 128; ++k) n2 += a.key(0, k) * a.key(0, k);
+  EXPECT_NEAR(n2, 1.0, 0.01);
+  for (double g : a.g) EXPECT_TRUE(g < 0 && g > -5);
+}
+
+TEST(RunCli, TinyRunWritesAParsableReport) {
+  const fs::path out = temp_dir() / "tiny.json";
+  const Proc p = sh("run -a family=floor -a 'chunk=[8,19]' -a dim=32 --samples 4 --seed 1 --paths gold,emulated "
+                    "--threads 2 -q -o " + out.string());
+  ASSERT_EQ(p.status, 0) << p.out;
+  EXPECT_NE(p.out.find("| Chunk"), std::string::npos) << "a summary table on stdout";
+  std::ifstream in(out);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["schema"], "chunkinv.report/2");
+  EXPECT_EQ(j["meta"]["seed"], 1);
+  EXPECT_TRUE(j["meta"]["argv"].is_array());
+  EXPECT_TRUE(j["meta"]["paths"].contains("emulated"));
+  // 2 chunks x (the gold's own entry, neumann on the gold L, neumann on the emulated L)
+  ASSERT_EQ(j["results"].size(), 6u);
+  EXPECT_EQ(j["results"][0]["axes"]["path"], "gold");
+  EXPECT_EQ(j["results"][0]["axes"]["method"], "exact");
+  EXPECT_TRUE(j["results"][0]["metrics"].contains("inv_max_abs"));
+  EXPECT_EQ(j["results"][1]["axes"]["path"], "gold");
+  EXPECT_EQ(j["results"][1]["axes"]["method"], "neumann");
+  const auto& e = j["results"][5];
+  EXPECT_EQ(e["axes"]["path"], "emulated");
+  EXPECT_EQ(e["axes"]["method"], "neumann");
+  EXPECT_EQ(e["axes"]["chunk"], 19);
+  EXPECT_EQ(e["samples"], 4);
+  EXPECT_EQ(e["metrics"]["inv_total_rel_rmse"]["median"], "inf");  // non-finite as a string
+  EXPECT_EQ(e["metrics"]["inv_finite"]["mean"], 0);
+  EXPECT_TRUE(e["metrics"]["inv_finite"].contains("wilson_high"));
+  const Report r = read_report(out.string());  // and it reads back
+  EXPECT_EQ(r.results.size(), 6u);
+  fs::remove_all(out.parent_path());
+}
+
+TEST(RunCli, ThreadCountDoesNotChangeTheResults) {
+  const fs::path d = temp_dir();
+  const std::string common = "run -a family=model_like -a 'chunk=[16,33]' -a dim=64 --samples 40 -q ";
+  ASSERT_EQ(sh(common + "--threads 1 -o " + (d / "a.json").string()).status, 0);
+  ASSERT_EQ(sh(common + "--threads 2 -o " + (d / "b.json").string()).status, 0);
+  std::ifstream a(d / "a.json"), b(d / "b.json");
+  EXPECT_EQ(nlohmann::json::parse(a)["results"], nlohmann::json::parse(b)["results"]);
+  fs::remove_all(d);
+}
+
+TEST(RunCli, BadInputExits2WithOneLineAndNoReport) {
+  const fs::path d = temp_dir();
+  const fs::path out = d / "r.json";
+  auto write = [&](const char* name, const char* text) {
+    std::ofstream(d / name) << text;
+    return (d / name).string();
+  };
+  struct Case {
+    std::string args, expect;
+  };
+  const std::vector<Case> cases{
+      {write("bad.json", "{\"experiments\": [ {\"family\": \"floor\" "), "not valid JSON"},
+      {write("key.json", "{\"sampels\": 3, \"experiments\": [{\"family\": \"floor\"}]}"), "did you mean \"samples\""},
+      {write("axis.json", "{\"experiments\": [{\"family\": \"floor\", \"chunks\": 8}]}"), "did you mean \"chunk\""},
+      {"-a chunk=65", "chunk = 65 is outside 2..64"},
+      {"-a chunk=1", "chunk = 1 is outside 2..64"},
+      {"-a decay_floor=0", "decay_floor = 0 must be a finite number < 0"},
+      {"-a decay_floor=0.5", "decay_floor = 0.5 must be"},
+      {"-a family=flor", "did you mean \"floor\""},
+      {"-a family=nonesuch", "unknown family \"nonesuch\""},
+      {"--paths gold,emulatd", "did you mean \"emulated\""},
+      {"-a chunkk=8", "did you mean \"chunk\""},
+  };
+  for (const auto& c : cases) {
+    const Proc p = sh("run " + c.args + " --samples 2 -q -o " + out.string());
+    EXPECT_EQ(p.status, 2) << c.args << "\n" << p.out;
+    EXPECT_NE(p.out.find(c.expect), std::string::npos) << c.args << "\n" << p.out;
+    EXPECT_EQ(std::count(p.out.begin(), p.out.end(), '\n'), 1) << "one line: " << p.out;
+    EXPECT_FALSE(fs::exists(out)) << c.args;
+  }
+  // A GPU path where there is no usable GPU: one line naming the path and why.
+  if (const std::string why = gpu::unavailable_reason(); !why.empty()) {
+    for (const char* path : {"kernel", "cublas", "all,kernel"}) {
+      const Proc p = sh(std::string("run -a chunk=8 --samples 2 -q --paths ") + path + " -o " + out.string());
+      EXPECT_EQ(p.status, 2) << p.out;
+      EXPECT_NE(p.out.find("needs a CUDA GPU: " + why), std::string::npos) << p.out;
+      EXPECT_EQ(std::count(p.out.begin(), p.out.end(), '\n'), 1) << p.out;
+      EXPECT_FALSE(fs::exists(out));
+    }
+  }
+  // An unwritable output path: named, exit 2, nothing written, nothing computed.
+  const Proc p = sh("run -a chunk=8 --samples 2 -q -o /nonexistent-dir/r.json");
+  EXPECT_EQ(p.status, 2) << p.out;
+  EXPECT_NE(p.out.find("/nonexistent-dir/r.json"), std::string::npos) << p.out;
+  for (const auto& entry : fs::directory_iterator(d))
+    EXPECT_EQ(entry.path().extension(), ".json") << "no temporary left behind: " << entry.path();
+  fs::remove_all(d);
+}
+
+TEST(Run, MethodAxisPutsFwdsubNextToNeumannOnTheGoldAndTheEmulatedL) {
+  const auto points = configs_of({"family=model_like", "chunk=16", "dim=32", "method=[neumann,fwdsub_fp32]"});
+  ASSERT_EQ(points.size(), 2u);
+  RunnerOptions opt;
+  opt.threads = 2;
+  const auto r = run_experiment(points, parse_paths("gold,emulated"), 12, 3, opt, true).entries;
+  auto entry = [&](const char* path, const char* method) -> const ReportEntry& {
+    for (const auto& e : r)
+      if (e.axes["path"] == path && e.axes["method"] == method) return e;
+    throw std::runtime_error(std::string("no entry ") + path + "/" + method);
+  };
+  ASSERT_EQ(r.size(), 5u);  // gold/exact, then per method: gold, emulated
+  EXPECT_EQ(r[0].axes["method"], "exact");
+  const ReportEntry& gf = entry("gold", "fwdsub_fp32");
+  const ReportEntry& gn = entry("gold", "neumann");
+  const ReportEntry& ef = entry("emulated", "fwdsub_fp32");
+  // On the exact L, FP32 substitution is orders of magnitude closer than FP16 Neumann.
+  EXPECT_LT(gf.metrics.at("inv_total_rel_rmse").max * 100, gn.metrics.at("inv_total_rel_rmse").median);
+  // Each method's own diagnostics, and only its own.
+  EXPECT_TRUE(ef.metrics.count("inv_max") && ef.metrics.count("gold_l_inv_max"));
+  EXPECT_FALSE(ef.metrics.count("power_max"));
+  EXPECT_TRUE(entry("emulated", "neumann").metrics.count("power_max"));
+  // The method on the gold L is the same computation wherever it is asked for.
+  EXPECT_EQ(ef.per_sample.at("inv_gold_l_rel_rmse"), gf.per_sample.at("inv_total_rel_rmse"));
+  EXPECT_EQ(entry("emulated", "neumann").per_sample.at("inv_gold_l_rel_rmse"), gn.per_sample.at("inv_total_rel_rmse"));
+}
+
+TEST(Run, APathSaysWhichMethodsItCannotRunAndWhy) {
+  const auto points = configs_of({"family=floor", "chunk=16", "method=fwdsub_fp32"});
+  std::string why;
+  EXPECT_FALSE(find_path("kernel").supports(points[0].config, *points[0].method, &why));
+  EXPECT_NE(why.find("no GPU form of method fwdsub_fp32"), std::string::npos) << why;
+  EXPECT_TRUE(find_path("kernel").supports(points[0].config, default_method(), &why));
+  EXPECT_TRUE(find_path("emulated").supports(points[0].config, *points[0].method, &why));
+  // Path options are parsed and checked where the path is named.
+  EXPECT_THROW(parse_paths("emulated:version=2"), UsageError);
+  EXPECT_THROW(parse_paths("gold:x"), UsageError);
+  if (gpu::unavailable_reason().empty()) {
+    EXPECT_EQ(parse_paths("kernel:version=1").at(0).options.at("version"), "1");
+    EXPECT_THROW(make_path(parse_paths("kernel:version=3").at(0)), UsageError);
+  }
+}
+
+TEST(RunCli, RunInspectAndBenchMeasureTheSameSample) {
+  const fs::path d = temp_dir();
+  const std::string axes = "-a family=model_like -a chunk=16 -a dim=32 -a 'method=[neumann,fwdsub_fp32]' --seed 4 ";
+  ASSERT_EQ(sh("run " + axes + "--samples 3 --per-sample --paths gold,emulated -q -o " + (d / "r.json").string()).status, 0);
+  const Proc ins = sh("inspect " + axes + "--index 2 --format json --paths gold,emulated");
+  ASSERT_EQ(ins.status, 0) << ins.out;
+  const auto j = nlohmann::json::parse(ins.out);
+  std::ifstream in(d / "r.json");
+  const auto rep = nlohmann::json::parse(in);
+  size_t compared = 0;
+  for (const auto& e : rep["results"]) {
+    if (e["axes"]["method"] == "exact") continue;
+    const auto& m = j["paths"][e["axes"]["path"].get<std::string>()]["methods"][e["axes"]["method"].get<std::string>()];
+    for (const auto& [name, values] : e["per_sample"].items()) {
+      EXPECT_EQ(values[2], m["metrics"][name]) << e["axes"].dump() << " " << name;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 40u);
+  const Proc b = sh("bench " + axes + "--samples 4 --repeat 1 --validate 0 --format json --paths gold,emulated");
+  ASSERT_EQ(b.status, 0) << b.out;
+  const auto bj = nlohmann::json::parse(b.out.substr(b.out.find('{')));
+  ASSERT_EQ(bj["results"].size(), 5u);  // the same tasks as the report's
+  for (const auto& row : bj["results"]) EXPECT_GT(row["samples_per_s"].get<double>(), 0) << row.dump();
+  const Proc s = sh("run " + axes + "--samples 2 --paths emulated,gold --list-methods");
+  EXPECT_NE(s.out.find("fwdsub_fp32:"), std::string::npos) << s.out;
+  fs::remove_all(d);
+}

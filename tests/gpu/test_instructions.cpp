@@ -1,0 +1,262 @@
+// The kernel's instructions on the GPU against their CPU models: the two
+// mma.sync m16n8k16 forms against tc::dot16 (arith/tensor_core.hpp),
+// ex2.approx.ftz + cvt.rn.bf16 against the decay function, and the single
+// roundings (cvt, mul, add) against core/fp.hpp. Each prints its agreement.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/fp.hpp"
+#include "arith/decay.hpp"
+#include "arith/tensor_core.hpp"
+#include "gpu/gpu_test_common.hpp"
+#ifdef CHUNKINV_HAVE_CUDA
+#include "gpu/probes.hpp"
+#endif
+
+using namespace chunkinv;
+using namespace chunkinv::gputest;
+
+namespace {
+
+constexpr int kTilesPerRegime = 4000;
+
+float as_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Input regimes of one 16x8 output tile: a (16x16), b (16x8, k x n), c (16x8).
+enum class Regime { kRandom, kWideExponents, kCancellation, kTiny, kNearOverflow };
+const char* regime_name(Regime r) {
+  switch (r) {
+    case Regime::kRandom: return "random";
+    case Regime::kWideExponents: return "wide exponents";
+    case Regime::kCancellation: return "cancellation";
+    case Regime::kTiny: return "tiny/subnormal";
+    case Regime::kNearOverflow: return "near overflow";
+  }
+  return "";
+}
+constexpr Regime kRegimes[] = {Regime::kRandom, Regime::kWideExponents, Regime::kCancellation, Regime::kTiny,
+                               Regime::kNearOverflow};
+
+struct Tiles {
+  std::vector<double> a, b, c;  // exact values of the input format (c: FP32 or FP16)
+};
+
+// `fmt` is the input format; `cfmt` the accumulator's. Exponent ranges per
+// regime are chosen so that products and sums reach the interesting corner of
+// the accumulator: below FLT_MIN / FP16's normal range, near their maxima.
+Tiles make_tiles(Regime r, bool bf16_inputs, int tiles, uint64_t seed) {
+  TestRng rng(seed);
+  const Format fmt = bf16_inputs ? kBF16 : kFP16;
+  const Format cfmt = bf16_inputs ? kFP32 : kFP16;
+  Tiles t;
+  t.a.resize(size_t(tiles) * 256);
+  t.b.resize(size_t(tiles) * 128);
+  t.c.resize(size_t(tiles) * 128);
+  auto value = [&](double lo_exp, double hi_exp) {
+    const double v = rng.normal() * std::exp2(rng.uniform(lo_exp, hi_exp));
+    return round_to(v, fmt);
+  };
+  double lo = -2, hi = 2, clo = -2, chi = 4;
+  switch (r) {
+    case Regime::kRandom: break;
+    case Regime::kWideExponents: lo = -12; hi = 12; clo = -20; chi = 20; break;
+    case Regime::kTiny:
+      if (bf16_inputs) { lo = -72; hi = -58; clo = -140; chi = -118; }
+      else { lo = -16; hi = -5; clo = -26; chi = -12; }
+      break;
+    case Regime::kNearOverflow:
+      if (bf16_inputs) { lo = 60; hi = 64; clo = 124; chi = 128; }
+      else { lo = 6; hi = 8.2; clo = 12; chi = 16; }
+      break;
+    case Regime::kCancellation: lo = -6; hi = 6; clo = -2; chi = 2; break;
+  }
+  for (int tile = 0; tile < tiles; ++tile) {
+    double* a = &t.a[size_t(tile) * 256];
+    double* b = &t.b[size_t(tile) * 128];
+    double* c = &t.c[size_t(tile) * 128];
+    for (int e = 0; e < 256; ++e) a[e] = value(lo, hi);
+    for (int e = 0; e < 128; ++e) b[e] = value(lo, hi);
+    for (int e = 0; e < 128; ++e) c[e] = round_to(rng.normal() * std::exp2(rng.uniform(clo, chi)), cfmt);
+    if (r == Regime::kCancellation) {
+      // Products k and k+8 nearly cancel, and c cancels what is left, so that
+      // the result keeps few leading bits and the alignment decides it.
+      for (int m = 0; m < 16; ++m)
+        for (int k = 0; k < 8; ++k) a[m * 16 + k + 8] = a[m * 16 + k];
+      for (int n = 0; n < 8; ++n)
+        for (int k = 0; k < 8; ++k) {
+          const double bk = b[k * 8 + n];
+          b[(k + 8) * 8 + n] = round_to(-bk * (1.0 + rng.uniform(-1, 1) * std::exp2(-6)), fmt);
+        }
+      for (int m = 0; m < 16; ++m)
+        for (int n = 0; n < 8; ++n) {
+          double s = 0;
+          for (int k = 0; k < 16; ++k) s += a[m * 16 + k] * b[k * 8 + n];
+          if (rng.uniform() < 0.5) c[m * 8 + n] = round_to(-s * (1.0 + rng.uniform(-1, 1) * std::exp2(-10)), cfmt);
+        }
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST(GpuInstructions, MmaBf16Fp32MatchesModel) {
+  CHUNKINV_REQUIRE_GPU();
+#ifdef CHUNKINV_HAVE_CUDA
+  size_t total = 0, total_same = 0;
+  for (Regime r : kRegimes) {
+    const Tiles t = make_tiles(r, true, kTilesPerRegime, 1000 + int(r));
+    std::vector<uint16_t> a(t.a.size()), b(t.b.size());
+    std::vector<float> c(t.c.size()), d(t.c.size());
+    for (size_t i = 0; i < a.size(); ++i) a[i] = bf16_bits(t.a[i]);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = bf16_bits(t.b[i]);
+    for (size_t i = 0; i < c.size(); ++i) c[i] = float(t.c[i]);
+    gpu::testing::mma_bf16_f32(a.data(), b.data(), c.data(), d.data(), kTilesPerRegime);
+    size_t same = 0, shown = 0;
+    for (int tile = 0; tile < kTilesPerRegime; ++tile)
+      for (int m = 0; m < 16; ++m)
+        for (int n = 0; n < 8; ++n) {
+          const size_t o = size_t(tile) * 128 + m * 8 + n;
+          const double model = tc::dot16(&t.a[size_t(tile) * 256 + m * 16], &t.b[size_t(tile) * 128 + n], 8,
+                                         t.c[o], tc::Accum::kFP32);
+          const double hw = d[o];
+          if (same_double(model, hw)) {
+            ++same;
+          } else if (shown++ < 5) {
+            std::printf("  bf16 mma %s: tile %d (%d,%d): hardware %a model %a\n", regime_name(r), tile, m, n, hw,
+                        model);
+          }
+        }
+    const size_t n = size_t(kTilesPerRegime) * 128;
+    std::printf("mma bf16->f32 %-15s: %zu / %zu elements bit-identical to the model\n", regime_name(r), same, n);
+    total += n;
+    total_same += same;
+  }
+  EXPECT_EQ(total_same, total);
+#endif
+}
+
+TEST(GpuInstructions, MmaF16F16MatchesModel) {
+  CHUNKINV_REQUIRE_GPU();
+#ifdef CHUNKINV_HAVE_CUDA
+  size_t total = 0, total_same = 0, neg_zero = 0;
+  for (Regime r : kRegimes) {
+    const Tiles t = make_tiles(r, false, kTilesPerRegime, 2000 + int(r));
+    std::vector<uint16_t> a(t.a.size()), b(t.b.size()), c(t.c.size()), d(t.c.size());
+    for (size_t i = 0; i < a.size(); ++i) a[i] = fp16_bits(t.a[i]);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = fp16_bits(t.b[i]);
+    for (size_t i = 0; i < c.size(); ++i) c[i] = fp16_bits(t.c[i]);
+    gpu::testing::mma_f16_f16(a.data(), b.data(), c.data(), d.data(), kTilesPerRegime);
+    size_t same = 0, shown = 0;
+    for (int tile = 0; tile < kTilesPerRegime; ++tile)
+      for (int m = 0; m < 16; ++m)
+        for (int n = 0; n < 8; ++n) {
+          const size_t o = size_t(tile) * 128 + m * 8 + n;
+          const double model = tc::dot16(&t.a[size_t(tile) * 256 + m * 16], &t.b[size_t(tile) * 128 + n], 8,
+                                         t.c[o], tc::Accum::kFP16);
+          const double hw = fp16_from_bits(d[o]);
+          if (d[o] == 0x8000) ++neg_zero;
+          if (same_fp16(model, hw)) {
+            ++same;
+          } else if (shown++ < 5) {
+            std::printf("  f16 mma %s: tile %d (%d,%d): hardware %a (0x%04x) model %a\n", regime_name(r), tile, m,
+                        n, hw, d[o], model);
+          }
+        }
+    const size_t n = size_t(kTilesPerRegime) * 128;
+    std::printf("mma f16->f16 %-15s: %zu / %zu elements bit-identical to the model\n", regime_name(r), same, n);
+    total += n;
+    total_same += same;
+  }
+  std::printf("mma f16->f16: %zu results were -0\n", neg_zero);
+  EXPECT_EQ(total_same, total);
+#endif
+}
+
+TEST(GpuInstructions, Ex2ApproxBf16MatchesDecayFunction) {
+  CHUNKINV_REQUIRE_GPU();
+#ifdef CHUNKINV_HAVE_CUDA
+  TestRng rng(42);
+  std::vector<float> x;
+  for (int i = 0; i < 1 << 21; ++i) x.push_back(float(rng.uniform(-470, 470)));
+  for (int i = 0; i < 1 << 20; ++i) x.push_back(float(rng.uniform(-130, 130)));
+  for (int i = 0; i < 1 << 20; ++i) x.push_back(float(rng.uniform(-1, 1) * std::exp2(rng.uniform(-30, 0))));
+  for (float v : {-127.0f, -126.0f, -125.9f, 127.9f, 128.0f, 0.0f, -0.0f}) x.push_back(v);
+  std::vector<float> y(x.size());
+  std::vector<uint16_t> yb(x.size());
+  gpu::testing::ex2_approx_ftz(x.data(), y.data(), yb.data(), x.size());
+  size_t same = 0, fp32_same = 0, shown = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double model = ex2_approx_ftz_bf16(x[i]);
+    if (same_bf16(model, bf16_from_bits(yb[i]))) {
+      ++same;
+    } else if (shown++ < 10) {
+      std::printf("  ex2 x = %a (0x%08x): hardware bf16 0x%04x, model 0x%04x\n", double(x[i]), float_bits(x[i]), yb[i],
+                  bf16_bits(model));
+    }
+    // The FP32 values themselves differ from the correctly rounded exp2 often.
+    if (double(y[i]) == ftz32(fp32(std::exp2(double(x[i]))))) ++fp32_same;
+  }
+  std::printf("ex2.approx.ftz -> bf16: %zu / %zu identical to the decay function (table of %d exceptions); "
+              "FP32 result equal to the correctly rounded exp2 for %.2f%%\n",
+              same, x.size(), decay_exception_count(), 100.0 * double(fp32_same) / double(x.size()));
+  EXPECT_EQ(same, x.size());
+#endif
+}
+
+TEST(GpuInstructions, Conversions) {
+  CHUNKINV_REQUIRE_GPU();
+#ifdef CHUNKINV_HAVE_CUDA
+  TestRng rng(7);
+  const size_t n = 1 << 20;
+  // FP32 inputs over every exponent (subnormals, overflow, inf, NaN included).
+  std::vector<float> x(n);
+  for (auto& v : x) v = as_float(uint32_t(rng.next()));
+  std::vector<uint16_t> hb(n), hh(n);
+  gpu::testing::cvt_rn_bf16(x.data(), hb.data(), n);
+  gpu::testing::cvt_rn_f16(x.data(), hh.data(), n);
+  size_t bad_b = 0, bad_h = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!same_bf16(bf16(x[i]), bf16_from_bits(hb[i]))) ++bad_b;
+    if (!same_fp16(fp16(x[i]), fp16_from_bits(hh[i]))) ++bad_h;
+  }
+  // BF16 and FP16 products and sums, random bit patterns of either format.
+  std::vector<uint16_t> a(n), b(n), mb(n), mh(n), ah(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = uint16_t(rng.next());
+    b[i] = uint16_t(rng.next());
+  }
+  gpu::testing::mul_rn_bf16(a.data(), b.data(), mb.data(), n);
+  gpu::testing::mul_rn_f16(a.data(), b.data(), mh.data(), n);
+  gpu::testing::add_rn_f16(a.data(), b.data(), ah.data(), n);
+  size_t bad_mb = 0, bad_mh = 0, bad_ah = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!same_bf16(bf16(bf16_from_bits(a[i]) * bf16_from_bits(b[i])), bf16_from_bits(mb[i]))) ++bad_mb;
+    if (!same_fp16(fp16(fp16_from_bits(a[i]) * fp16_from_bits(b[i])), fp16_from_bits(mh[i]))) ++bad_mh;
+    if (!same_fp16(fp16(fp16_from_bits(a[i]) + fp16_from_bits(b[i])), fp16_from_bits(ah[i]))) ++bad_ah;
+  }
+  std::printf("conversions over %zu inputs, differing from core/fp.hpp: cvt.rn.bf16.f32 %zu, cvt.rn.f16.f32 %zu, "
+              "mul.rn.bf16 %zu, mul.rn.f16 %zu, add.rn.f16 %zu\n",
+              n, bad_b, bad_h, bad_mb, bad_mh, bad_ah);
+  EXPECT_EQ(bad_b, 0u);
+  EXPECT_EQ(bad_h, 0u);
+  EXPECT_EQ(bad_mb, 0u);
+  EXPECT_EQ(bad_mh, 0u);
+  EXPECT_EQ(bad_ah, 0u);
+#endif
+}
