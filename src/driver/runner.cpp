@@ -93,7 +93,8 @@ void Runner::run(const Group& group, uint64_t seed, SampleRange range, Sink& sin
     r.samples = samples;
     r.gold = gold;
 
-    std::vector<std::vector<PathOutput>> outs(paths_.size());
+    std::vector<std::vector<PathOutput>>& outs = outs_;
+    outs.resize(paths_.size());
     r.outputs.assign(group.tasks.size(), {});
     r.path_timing.assign(paths_.size(), {});
     r.path_wall_ms.assign(paths_.size(), 0.0);

@@ -90,6 +90,9 @@ class Runner {
  private:
   std::vector<PathChoice> paths_;
   std::vector<std::unique_ptr<Path>> instances_;
+  // Each path's outputs, kept from batch to batch so that their matrices
+  // keep their storage (a sink reads them before the next batch).
+  std::vector<std::vector<PathOutput>> outs_;
   RunnerOptions options_;
   ThreadPool pool_;
 };

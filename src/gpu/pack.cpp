@@ -22,19 +22,17 @@ const std::vector<double>& fp16_values() {
   return t;
 }
 
-Mat fp16_matrix(const uint16_t* src, int C) {
+void unpack_fp16_matrix(Mat& m, const uint16_t* src, int C) {
   const std::vector<double>& hf = fp16_values();
-  Mat m(C, C);
+  m.resize(C, C);
   for (int r = 0; r < C; ++r)
     for (int c = 0; c < C; ++c) m(r, c) = hf[src[r * C + c]];
-  return m;
 }
 
-std::vector<double> bf16_vector(const uint16_t* src, int C) {
+void unpack_bf16_vector(std::vector<double>& v, const uint16_t* src, int C) {
   const std::vector<double>& bf = bf16_values();
-  std::vector<double> v(C);
+  v.resize(C);
   for (int r = 0; r < C; ++r) v[r] = bf[src[r]];
-  return v;
 }
 
 }  // namespace chunkinv::gpu

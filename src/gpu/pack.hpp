@@ -46,9 +46,10 @@ inline uint16_t exact_bf16_bits(double v) {
 const std::vector<double>& bf16_values();
 const std::vector<double>& fp16_values();
 
-// A C x C matrix stored row-major as FP16 bit patterns, as exact doubles.
-Mat fp16_matrix(const uint16_t* src, int C);
-// C BF16 bit patterns from src, as exact doubles.
-std::vector<double> bf16_vector(const uint16_t* src, int C);
+// Unpacking into a caller's objects, which keep their storage from batch to
+// batch (no allocation once they have the size): a C x C matrix stored
+// row-major as FP16 bit patterns, and C BF16 bit patterns, as exact doubles.
+void unpack_fp16_matrix(Mat& m, const uint16_t* src, int C);
+void unpack_bf16_vector(std::vector<double>& v, const uint16_t* src, int C);
 
 }  // namespace chunkinv::gpu

@@ -231,23 +231,25 @@ class CublasPath final : public Path {
     CUDA_CHECK(cudaStreamSynchronize(st));
     const auto t1 = std::chrono::steady_clock::now();
 
-    auto matrix = [&](const uint16_t* src) { return fp16_matrix(src, C); };
-    auto powers_of = [&](size_t m) {  // labelled as methods/neumann.cpp labels them
-      std::vector<Intermediate> v;
-      for (size_t q = 0; q < powers.size(); ++q)
-        v.push_back({q == 0 ? std::string("L") : "L^" + std::to_string(1 << q), matrix(powers[q].data() + m * csq)});
-      return v;
+    // Into the outputs' own storage (kept from batch to batch): no allocation once sized.
+    auto run_of = [&](InverseRun& r, size_t m) {
+      unpack_fp16_matrix(r.inv, h_inv + m * csq, C);
+      r.diagnostics.assign({double(p), double(h_pmax[m])});
+      r.intermediates.clear();
+      for (size_t q = 0; q < powers.size(); ++q) {  // labelled as methods/neumann.cpp labels them
+        r.intermediates.push_back({q == 0 ? std::string("L") : "L^" + std::to_string(1 << q), Mat()});
+        unpack_fp16_matrix(r.intermediates.back().m, powers[q].data() + m * csq, C);
+      }
     };
     pool.parallel_for(blocks, [&](size_t b) {
       for (size_t s = b * kBlock; s < std::min(size_t(n), (b + 1) * kBlock); ++s) {
         PathOutput& o = out[s];
-        o.l.decay = bf16_vector(h_decay + s * C, C);
-        o.l.inv_decay = bf16_vector(h_inv_decay + s * C, C);
-        o.l.L = matrix(h_l + s * csq);
-        o.on_path_l = {matrix(h_inv + s * csq), {double(p), double(h_pmax[s])}, powers_of(s)};
-        o.on_gold_l = stable ? InverseRun{matrix(h_inv + (n + s) * csq), {double(p), double(h_pmax[n + s])},
-                                          powers_of(n + s)}
-                             : InverseRun{};
+        unpack_bf16_vector(o.l.decay, h_decay + s * C, C);
+        unpack_bf16_vector(o.l.inv_decay, h_inv_decay + s * C, C);
+        unpack_fp16_matrix(o.l.L, h_l + s * csq, C);
+        run_of(o.on_path_l, s);
+        if (stable) run_of(o.on_gold_l, n + s);
+        else o.on_gold_l = InverseRun{};
       }
     });
 

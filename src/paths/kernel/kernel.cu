@@ -327,25 +327,25 @@ class KernelPath final : public Path {
     const auto t1 = std::chrono::steady_clock::now();
 
     // Unpack: every value exact as a double.
-    auto matrix = [&](const uint16_t* src) { return fp16_matrix(src, C); };
-    auto powers = [&](int task) {  // labelled as methods/neumann.cpp labels them
-      std::vector<Intermediate> v;
-      if (!keep_powers) return v;
-      for (int q = 0; q < npow; ++q)
-        v.push_back({q == 0 ? std::string("L") : "L^" + std::to_string(1 << q),
-                     matrix(h_powers + (size_t(task) * npow + q) * csq)});
-      return v;
+    // Into the outputs' own storage (kept from batch to batch): no allocation once sized.
+    auto run_of = [&](InverseRun& r, const uint16_t* inv, int task) {
+      unpack_fp16_matrix(r.inv, inv, C);
+      r.diagnostics.assign({double(h_hp[task]), double(h_pmax[task])});
+      r.intermediates.clear();
+      for (int q = 0; keep_powers && q < npow; ++q) {  // labelled as methods/neumann.cpp labels them
+        r.intermediates.push_back({q == 0 ? std::string("L") : "L^" + std::to_string(1 << q), Mat()});
+        unpack_fp16_matrix(r.intermediates.back().m, h_powers + (size_t(task) * npow + q) * csq, C);
+      }
     };
     pool.parallel_for(blocks, [&](size_t b) {
       for (size_t s = b * kBlock; s < std::min(size_t(n), (b + 1) * kBlock); ++s) {
         PathOutput& o = out[s];
-        o.l.decay = bf16_vector(h_decay + s * C, C);
-        o.l.inv_decay = bf16_vector(h_inv_decay + s * C, C);
-        o.l.L = matrix(h_l + s * csq);
-        o.on_path_l = {matrix(h_inv + s * csq), {double(h_hp[s]), double(h_pmax[s])}, powers(int(s))};
-        o.on_gold_l = stable ? InverseRun{matrix(h_sinv + s * csq), {double(h_hp[n + s]), double(h_pmax[n + s])},
-                                          powers(int(n + s))}
-                             : InverseRun{};
+        unpack_bf16_vector(o.l.decay, h_decay + s * C, C);
+        unpack_bf16_vector(o.l.inv_decay, h_inv_decay + s * C, C);
+        unpack_fp16_matrix(o.l.L, h_l + s * csq, C);
+        run_of(o.on_path_l, h_inv + s * csq, int(s));
+        if (stable) run_of(o.on_gold_l, h_sinv + s * csq, int(n + s));
+        else o.on_gold_l = InverseRun{};
       }
     });
 
