@@ -96,9 +96,10 @@ void npy_seeds() {
   put("npy", "big_int.npy", npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", ""));
 }
 
-// The end record and ZIP64 locator alone, claiming a ZIP64 end record at `z64`.
-std::string short_zip64(uint64_t z64) {
-  std::string z;
+// The end record and ZIP64 locator alone (after `prefix`), claiming a ZIP64
+// end record at `z64`.
+std::string short_zip64(uint64_t z64, const std::string& prefix = "") {
+  std::string z = prefix;
   put32(z, 0x07064b50u);
   put32(z, 0);
   put64(z, z64);
@@ -129,7 +130,10 @@ void npz_seeds() {
   put("npz", "deflated_stored_blocks.npz", zip_archive({d}));
   // Hostile.
   put("npz", "short_zip64_far.npz", short_zip64(uint64_t{1} << 40));
-  put("npz", "short_zip64_near.npz", short_zip64(10));
+  put("npz", "short_zip64_near.npz", short_zip64(40));
+  std::string sig;
+  put32(sig, 0x06064b50u);
+  put("npz", "short_zip64_record.npz", short_zip64(0, sig));
   RawMember far = npy_member("g.npy", g);
   far.zip64 = true;
   far.offset = uint64_t{1} << 50;

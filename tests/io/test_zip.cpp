@@ -35,10 +35,10 @@ RawMember zeros_member(const std::string& name, uint64_t n, std::optional<uint64
   return m;
 }
 
-// The end record and ZIP64 locator alone: 42 bytes claiming a ZIP64 end
-// record at `z64`.
-std::string short_zip64(uint64_t z64) {
-  std::string z;
+// The end record and ZIP64 locator alone: 42 bytes (after `prefix`)
+// claiming a ZIP64 end record at `z64`.
+std::string short_zip64(uint64_t z64, const std::string& prefix = "") {
+  std::string z = prefix;
   put32(z, 0x07064b50u);
   put32(z, 0);
   put64(z, z64);
@@ -125,6 +125,13 @@ TEST(Npz, Zip64RecordsPastTheEndOfAShortFile) {
                            "the file (42 bytes; truncated?)"}));
   EXPECT_TRUE(usage_error([&] { parse_npz(short_zip64(10), "near.npz"); },
                           {"near.npz", "ZIP64 end record at byte 10 does not fit in the file (42 bytes"}));
+  EXPECT_TRUE(usage_error([&] { parse_npz(short_zip64(40), "edge.npz"); },
+                          {"edge.npz", "ZIP64 end record at byte 40 does not fit in the file (42 bytes"}));
+  // A true ZIP64 signature at byte 0 of a file too short for the record.
+  std::string sig;
+  put32(sig, 0x06064b50u);
+  EXPECT_TRUE(usage_error([&] { parse_npz(short_zip64(0, sig), "sig.npz"); },
+                          {"sig.npz", "ZIP64 end record at byte 0 does not fit in the file (46 bytes"}));
   EXPECT_TRUE(usage_error([&] { parse_npz(short_zip64(UINT64_MAX - 8), "wrap.npz"); }, {"wrap.npz", "ZIP64 end record"}));
   // The ZIP64 extra field of a member: a local header offset far past the end.
   for (uint64_t offset : {uint64_t{1} << 50, UINT64_MAX - 10, uint64_t{200}}) {
