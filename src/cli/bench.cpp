@@ -88,14 +88,14 @@ class ValidateSink final : public Sink {
     for (size_t t = 0; t < tasks.size(); ++t) {
       if (tasks[t].reference || paths_[tasks[t].path].spec != &emulated_spec()) continue;
       for (size_t u = 0; u < tasks.size(); ++u) {
-        if (u == t || tasks[u].reference || tasks[u].method != tasks[t].method) continue;
-        Agreement& a = agreement[{tasks[u].path, tasks[u].method}];
+        if (u == t || tasks[u].reference || !(tasks[u].method == tasks[t].method)) continue;
+        Agreement& a = agreement[{tasks[u].path, tasks[u].method.label()}];
         for (size_t i = 0; i < b.samples.size(); ++i) add_agreement(a, b.outputs[u][i], b.outputs[t][i]);
       }
     }
   }
   static const PathSpec& emulated_spec() { return cpu_model_path(); }
-  std::map<std::pair<size_t, const MethodSpec*>, Agreement> agreement;
+  std::map<std::pair<size_t, std::string>, Agreement> agreement;
 
  private:
   const std::vector<PathChoice>& paths_;
@@ -168,7 +168,7 @@ void bench(const BenchArgs& a) {
       if (std::find(skipped.begin(), skipped.end(), s) == skipped.end()) skipped.push_back(s);
     for (const Group& g : plan.groups) {
       // Validate this group's GPU tasks.
-      std::map<const MethodSpec*, Agreement> agree;
+      std::map<std::string, Agreement> agree;
       if (gpu && a.validate > 0) {
         for (const Group& vg : vplan.groups)
           if (vg.config == g.config) {
@@ -210,7 +210,7 @@ void bench(const BenchArgs& a) {
           row.compute_ms = med([](const TimingSink& s) { return s.timing[0].compute_ms; });
           row.download_ms = med([](const TimingSink& s) { return s.timing[0].download_ms; });
           row.host_ms = med([](const TimingSink& s) { return s.timing[0].host_ms; });
-          if (const auto it = agree.find(t.method); it != agree.end()) {
+          if (const auto it = agree.find(t.method.label()); it != agree.end()) {
             row.validated = true;
             row.agree = it->second;
             if (choice.spec->equals_cpu_model && !row.agree.all()) kernel_differs = true;

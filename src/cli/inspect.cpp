@@ -58,7 +58,7 @@ class InspectSink final : public Sink {
     gold = b.gold[0];
     for (size_t t = 0; t < b.group->tasks.size(); ++t) {
       const Task& task = b.group->tasks[t];
-      Shown s{std::string(paths_[task.path].spec->name), std::string(task.method->name), task.method, task.reference,
+      Shown s{std::string(paths_[task.path].spec->name), task.method.label(), task.method.spec, task.reference,
               {}, task.metrics, b.values[t]};
       if (!task.reference) s.out = b.outputs[t][0];
       shown.push_back(std::move(s));

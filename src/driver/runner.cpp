@@ -36,17 +36,17 @@ Plan Runner::plan(const std::vector<Point>& points) const {
       plan.groups.push_back({pt.config, {}});
       g = plan.groups.end() - 1;
       for (size_t p = 0; p < paths_.size(); ++p)  // the gold's own entry first
-        if (paths_[p].spec->reference) g->tasks.push_back({p, &exact_method(), true, &reference_metrics()});
+        if (paths_[p].spec->reference) g->tasks.push_back({p, method_of(exact_method()), true, &reference_metrics()});
     }
     for (size_t p = 0; p < paths_.size(); ++p) {
       const PathSpec& spec = *paths_[p].spec;
-      if (spec.reference && pt.method->exact) continue;  // that is the gold's own entry
+      if (spec.reference && pt.method.spec->exact) continue;  // that is the gold's own entry
       std::string why;
-      if (!spec.supports(pt.config, *pt.method, &why)) {
+      if (!spec.supports(pt.config, pt.method, &why)) {
         skip(why);
         continue;
       }
-      g->tasks.push_back({p, pt.method, false, &method_metrics(*pt.method)});
+      g->tasks.push_back({p, pt.method, false, &method_metrics(*pt.method.spec)});
     }
   }
   return plan;
@@ -64,14 +64,14 @@ void Runner::run(const Group& group, uint64_t seed, SampleRange range, Sink& sin
 
   // Per path, the methods it runs here and which task each serves.
   struct PathWork {
-    std::vector<const MethodSpec*> methods;
+    std::vector<const Method*> methods;
     std::vector<size_t> task_of;
   };
   std::vector<PathWork> work(paths_.size());
   for (size_t t = 0; t < group.tasks.size(); ++t) {
     const Task& task = group.tasks[t];
     if (task.reference) continue;
-    work[task.path].methods.push_back(task.method);
+    work[task.path].methods.push_back(&task.method);
     work[task.path].task_of.push_back(t);
   }
 
@@ -117,7 +117,7 @@ void Runner::run(const Group& group, uint64_t seed, SampleRange range, Sink& sin
         const Task& task = group.tasks[t];
         double* v = r.values[t].data() + i * task.metrics->size();
         if (task.reference) evaluate_reference(gold[i], v);
-        else evaluate(*task.method, gold[i], r.outputs[t][i], v);
+        else evaluate(*task.method.spec, gold[i], r.outputs[t][i], v);
       }
     });
     r.metrics_ms = ms_since(t0);
@@ -138,7 +138,7 @@ void Runner::run(const Group& group, uint64_t seed, SampleRange range, Sink& sin
 nlohmann::json entry_axes(const Group& group, const Task& task, const std::vector<PathChoice>& paths) {
   nlohmann::json a = group.config.axes();
   a["path"] = std::string(paths[task.path].spec->name);
-  a["method"] = std::string(task.method->name);
+  a["method"] = task.method.label();
   return a;
 }
 

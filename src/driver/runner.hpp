@@ -24,7 +24,7 @@ namespace chunkinv {
 // own entry (the reference path with the exact method).
 struct Task {
   size_t path = 0;  // index into the runner's paths
-  const MethodSpec* method = nullptr;
+  Method method;
   bool reference = false;
   const MetricSet* metrics = nullptr;
 };

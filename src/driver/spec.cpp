@@ -162,10 +162,10 @@ std::vector<Point> expand(const ExperimentSpec& spec) {
       for (const auto& p : fam.params()) axes.emplace_back(p.name, as_list(grid.value(p.name, p.default_value)));
       for (const auto& [n, v] : axes)
         if (v.empty()) throw UsageError(fmt::format("axis {} has no values", n));
-      std::vector<const MethodSpec*> methods;
+      std::vector<Method> methods;
       for (const auto& m : as_list(grid.value("method", json(std::string(default_method().name))))) {
         if (!m.is_string()) throw UsageError(fmt::format("axis method = {} must be a name", m.dump()));
-        methods.push_back(&find_method(m.get<std::string>()));
+        methods.push_back(parse_method(m.get<std::string>()));
       }
       if (methods.empty()) throw UsageError("axis method has no values");
       // Cartesian product, first axis slowest.
@@ -181,9 +181,9 @@ std::vector<Point> expand(const ExperimentSpec& spec) {
         }
         fam.complete(c);
         fam.validate(c);
-        for (const MethodSpec* m : methods) {
+        for (const Method& m : methods) {
           json key = c.axes();
-          key["method"] = m->name;
+          key["method"] = m.label();
           if (seen.insert(key.dump()).second) out.push_back({c, m});
         }
         size_t a = axes.size();

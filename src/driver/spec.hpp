@@ -23,7 +23,7 @@ struct ExperimentSpec {
 // One point of the axis grid: the inputs' configuration and the method.
 struct Point {
   Configuration config;
-  const MethodSpec* method = nullptr;
+  Method method;
 };
 
 // Reads a config file (docs/configs.md). Throws UsageError naming the file

@@ -7,6 +7,7 @@
 // outside the registries compares a method's name as a string: code asks a
 // MethodSpec for what it needs.
 #pragma once
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,18 +19,44 @@
 
 namespace chunkinv {
 
+// A method's parameter, given on the axis after its name:
+// `-a method=blockwise:block=8:precision=tf32`.
+struct MethodParam {
+  std::string_view name;
+  std::string_view default_value;
+  std::span<const std::string_view> choices;  // the allowed values; empty: an integer in [lo, hi]
+  int lo = 0, hi = 0;
+  std::string_view help;
+};
+
+// Every parameter's value (defaults filled in), by name.
+using MethodOptions = std::map<std::string, std::string>;
+
 struct MethodSpec {
-  std::string_view name;        // the value of the `method` axis
+  std::string_view name;        // the method's name on the `method` axis
   std::string_view arithmetic;  // in words, for the report's meta
   // The method's own per-sample diagnostics (beside the generic metrics);
   // InverseRun::diagnostics holds one value per entry, in this order.
   std::span<const MetricInfo> diagnostics;
   // The CPU reference: the method on a strict-lower L (any chunk 2..64).
   // The method rounds L to its own input format first (FP16 for Neumann,
-  // FP32 for the substitutions); keep asks for the intermediates.
-  InverseRun (*invert)(const Mat& l, bool keep);
+  // FP32 for the substitutions); keep asks for the intermediates. options
+  // holds every parameter's value.
+  InverseRun (*invert)(const Mat& l, const MethodOptions& options, bool keep);
   // The FP64 triangular solve of the gold: no rounding anywhere.
   bool exact = false;
+  std::span<const MethodParam> params = {};
+};
+
+// A method as the axis names it: its spec and its parameters' values.
+struct Method {
+  const MethodSpec* spec = nullptr;
+  MethodOptions options;  // every parameter, defaults filled in
+  // The axis value: the name, then each parameter that is not at its
+  // default, in name order ("blockwise:block=8"); equal methods, equal labels.
+  std::string label() const;
+  InverseRun invert(const Mat& l, bool keep) const { return spec->invert(l, options, keep); }
+  bool operator==(const Method& o) const { return spec == o.spec && options == o.options; }
 };
 
 // Every method, in registry order.
@@ -37,6 +64,11 @@ std::span<const MethodSpec* const> methods();
 std::vector<std::string> method_names();
 // Throws UsageError naming the unknown method with the nearest one suggested.
 const MethodSpec& find_method(std::string_view name);
+// "name" or "name:param=value:...": UsageError naming an unknown method,
+// parameter or value, with what is allowed.
+Method parse_method(std::string_view text);
+// A method at its defaults.
+Method method_of(const MethodSpec& spec);
 // The method an axis-less configuration or an old report means.
 const MethodSpec& default_method();  // neumann
 const MethodSpec& exact_method();    // the gold's own inverse

@@ -29,7 +29,7 @@ double max_abs(const Mat& m) {
   return r;
 }
 
-InverseRun invert_neumann(const Mat& l_in, bool keep) {
+InverseRun invert_neumann(const Mat& l_in, const MethodOptions&, bool keep) {
   const Mat l = l_in.unaryExpr([](double v) { return fp16(v); });  // the method's input format
   const int c = static_cast<int>(l.rows()), cp = (c + 15) / 16 * 16;
   Mat p = Mat::Zero(cp, cp);

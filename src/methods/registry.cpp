@@ -1,6 +1,9 @@
 // The method registry: one line per method. A new method is one file that
 // defines its MethodSpec, one line here, and its test.
+#include <string>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.hpp"
 #include "methods/method.hpp"
@@ -35,6 +38,73 @@ const MethodSpec& find_method(std::string_view name) {
   throw UsageError(near.empty()
                        ? fmt::format("unknown method \"{}\" (methods: {})", name, fmt::join(names, ", "))
                        : fmt::format("unknown method \"{}\" (did you mean \"{}\"?)", name, near));
+}
+
+namespace {
+
+bool allowed(const MethodParam& p, const std::string& v, std::string* what) {
+  if (!p.choices.empty()) {
+    for (std::string_view c : p.choices)
+      if (v == c) return true;
+    *what = fmt::format("one of {}", fmt::join(p.choices, ", "));
+    return false;
+  }
+  *what = fmt::format("an integer in {}..{}", p.lo, p.hi);
+  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) return false;
+  const int x = std::stoi(v);
+  return x >= p.lo && x <= p.hi;
+}
+
+}  // namespace
+
+Method method_of(const MethodSpec& spec) {
+  Method m{&spec, {}};
+  for (const MethodParam& p : spec.params) m.options[std::string(p.name)] = std::string(p.default_value);
+  return m;
+}
+
+Method parse_method(std::string_view text) {
+  size_t colon = text.find(':');
+  Method m = method_of(find_method(text.substr(0, colon)));
+  const MethodSpec& spec = *m.spec;
+  while (colon != std::string_view::npos) {
+    const size_t next = text.find(':', colon + 1);
+    const std::string kv(text.substr(colon + 1, next == std::string_view::npos ? std::string_view::npos : next - colon - 1));
+    colon = next;
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
+      throw UsageError(fmt::format("method {}: parameter \"{}\" must be name=value", spec.name, kv));
+    const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    const MethodParam* param = nullptr;
+    std::vector<std::string> names;
+    for (const MethodParam& p : spec.params) {
+      names.emplace_back(p.name);
+      if (p.name == key) param = &p;
+    }
+    if (!param) {
+      const std::string near = nearest_of(key, names);
+      throw UsageError(names.empty() ? fmt::format("method {} takes no parameters (got \"{}\")", spec.name, key)
+                       : near.empty()
+                           ? fmt::format("method {}: unknown parameter \"{}\" (parameters: {})", spec.name, key,
+                                         fmt::join(names, ", "))
+                           : fmt::format("method {}: unknown parameter \"{}\" (did you mean \"{}\"?)", spec.name, key,
+                                         near));
+    }
+    std::string what;
+    if (!allowed(*param, value, &what))
+      throw UsageError(fmt::format("method {}: {} = {} must be {}", spec.name, key, value, what));
+    m.options[key] = value;
+  }
+  return m;
+}
+
+std::string Method::label() const {
+  std::string s(spec->name);
+  for (const MethodParam& p : spec->params) {
+    const auto it = options.find(std::string(p.name));
+    if (it != options.end() && it->second != p.default_value) s += fmt::format(":{}={}", p.name, it->second);
+  }
+  return s;
 }
 
 const MethodSpec& default_method() { return kNeumannMethod; }

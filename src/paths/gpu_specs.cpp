@@ -13,9 +13,9 @@ extern const MethodSpec kNeumannMethod;
 namespace {
 
 // The methods with a GPU form on these paths.
-bool neumann_only(const MethodSpec& m, std::string_view path, std::string* why) {
-  if (&m == &kNeumannMethod) return true;
-  if (why) *why = fmt::format("path {} has no GPU form of method {}", path, m.name);
+bool neumann_only(const Method& m, std::string_view path, std::string* why) {
+  if (m.spec == &kNeumannMethod) return true;
+  if (why) *why = fmt::format("path {} has no GPU form of method {}", path, m.label());
   return false;
 }
 
@@ -40,7 +40,7 @@ std::string kernel_arithmetic() {
          "(add.rn.f16x2); chunk zero-padded to a multiple of 16";
 }
 
-bool kernel_supports(const Configuration& c, const MethodSpec& m, std::string* why) {
+bool kernel_supports(const Configuration& c, const Method& m, std::string* why) {
   if (!neumann_only(m, "kernel", why)) return false;
   if (c.dim % 16 != 0) {
     if (why) *why = fmt::format("path kernel needs dim a multiple of 16 (dim = {})", c.dim);
@@ -70,7 +70,7 @@ std::string cublas_arithmetic() {
          "Neumann products cublasGemmStridedBatchedEx CUDA_R_16F with CUBLAS_COMPUTE_16F, FP16 adds; no padding";
 }
 
-bool cublas_supports(const Configuration&, const MethodSpec& m, std::string* why) {
+bool cublas_supports(const Configuration&, const Method& m, std::string* why) {
   return neumann_only(m, "cublas", why);
 }
 

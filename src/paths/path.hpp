@@ -42,8 +42,8 @@ class Path {
   virtual ~Path() = default;
   // out[m * n + i] receives methods[m] on sample i (n = in.samples.size()).
   // Every method is one the path's spec supports for this configuration.
-  virtual BatchTiming run_batch(const Batch& in, std::span<const MethodSpec* const> methods,
-                                std::span<PathOutput> out, ThreadPool& pool, bool keep_intermediates) = 0;
+  virtual BatchTiming run_batch(const Batch& in, std::span<const Method* const> methods, std::span<PathOutput> out,
+                                ThreadPool& pool, bool keep_intermediates) = 0;
 };
 
 // Options of a path, from "name:key=value:key=value" (e.g. kernel:version=1).
@@ -61,7 +61,7 @@ struct PathSpec {
   std::string (*fidelity)();              // how it relates to what it models, measured; null: nothing to say
   std::string (*unavailable)();           // why it cannot run on this machine; "" when it can
   // Whether the path can run `method` on `config`; else why not (a skip, never an error).
-  bool (*supports)(const Configuration& config, const MethodSpec& method, std::string* why);
+  bool (*supports)(const Configuration& config, const Method& method, std::string* why);
   void (*check_options)(const PathOptions& options);          // UsageError naming an unknown or bad option
   std::unique_ptr<Path> (*make)(const PathOptions& options);  // options already checked
   // Equal bit for bit to the CPU model (cpu_model_path()) on every output: checked, never assumed.
@@ -91,7 +91,7 @@ std::unique_ptr<Path> make_path(const PathChoice& choice);
 // A CPU path: forms L per sample and runs the methods' CPU references.
 class CpuPath : public Path {
  public:
-  BatchTiming run_batch(const Batch& in, std::span<const MethodSpec* const> methods, std::span<PathOutput> out,
+  BatchTiming run_batch(const Batch& in, std::span<const Method* const> methods, std::span<PathOutput> out,
                         ThreadPool& pool, bool keep_intermediates) override;
 
  protected:
@@ -101,7 +101,7 @@ class CpuPath : public Path {
 };
 
 // supports() of a path that runs every method's CPU reference.
-bool supports_every_method(const Configuration&, const MethodSpec&, std::string*);
+bool supports_every_method(const Configuration&, const Method&, std::string*);
 // check_options() of a path that takes none.
 void takes_no_options(const PathOptions& options);
 

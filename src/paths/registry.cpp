@@ -112,7 +112,7 @@ std::unique_ptr<Path> make_path(const PathChoice& choice) {
   return choice.spec->make(choice.options);
 }
 
-BatchTiming CpuPath::run_batch(const Batch& in, std::span<const MethodSpec* const> methods, std::span<PathOutput> out,
+BatchTiming CpuPath::run_batch(const Batch& in, std::span<const Method* const> methods, std::span<PathOutput> out,
                                ThreadPool& pool, bool keep) {
   const auto t0 = std::chrono::steady_clock::now();
   const size_t n = in.samples.size();
@@ -130,7 +130,7 @@ BatchTiming CpuPath::run_batch(const Batch& in, std::span<const MethodSpec* cons
   return t;
 }
 
-bool supports_every_method(const Configuration&, const MethodSpec&, std::string*) { return true; }
+bool supports_every_method(const Configuration&, const Method&, std::string*) { return true; }
 
 void takes_no_options(const PathOptions& o) {
   if (!o.empty()) throw UsageError(fmt::format("path option \"{}\" is not known: this path takes none", o.begin()->first));

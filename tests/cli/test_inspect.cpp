@@ -132,7 +132,7 @@ TEST(Inspect, JsonShowsTheGoldInverseOfAnImportedSample) {
   EXPECT_GT(biggest_off_diagonal, 1e-4);  // a comparison of more than the identity
   // The path's part equals the same path and method run in this process.
   const GoldOutput gold = compute_gold(s);
-  const MethodSpec& neumann = find_method("neumann");
+  const Method neumann = method_of(find_method("neumann"));
   PathOutput out;
   emulated::decays(s, out.l.decay, out.l.inv_decay);
   out.l.L = emulated::kernel_l(s, out.l.decay, out.l.inv_decay);
@@ -152,9 +152,9 @@ TEST(Inspect, JsonShowsTheGoldInverseOfAnImportedSample) {
   EXPECT_EQ(pm["diagnostics"]["highest_power"], 8);
   ASSERT_EQ(pm["intermediates"].size(), 4u);  // L, L^2, L^4, L^8
   EXPECT_EQ(pm["intermediates"][3]["label"], "L^8");
-  const MetricSet& set = method_metrics(neumann);
+  const MetricSet& set = method_metrics(*neumann.spec);
   std::vector<double> m(set.size());
-  evaluate(neumann, gold, out, m.data());
+  evaluate(*neumann.spec, gold, out, m.data());
   for (size_t k = 0; k < set.size(); ++k)
     EXPECT_EQ(number(pm["metrics"][set.infos[k].name]), m[k]) << set.infos[k].name;
   EXPECT_GT(number(pm["metrics"]["inv_total_rel_rmse"]), 0.0);

@@ -230,10 +230,10 @@ TEST(Run, MethodAxisPutsFwdsubNextToNeumannOnTheGoldAndTheEmulatedL) {
 TEST(Run, APathSaysWhichMethodsItCannotRunAndWhy) {
   const auto points = configs_of({"family=floor", "chunk=16", "method=fwdsub_fp32"});
   std::string why;
-  EXPECT_FALSE(find_path("kernel").supports(points[0].config, *points[0].method, &why));
+  EXPECT_FALSE(find_path("kernel").supports(points[0].config, points[0].method, &why));
   EXPECT_NE(why.find("no GPU form of method fwdsub_fp32"), std::string::npos) << why;
-  EXPECT_TRUE(find_path("kernel").supports(points[0].config, default_method(), &why));
-  EXPECT_TRUE(find_path("emulated").supports(points[0].config, *points[0].method, &why));
+  EXPECT_TRUE(find_path("kernel").supports(points[0].config, method_of(default_method()), &why));
+  EXPECT_TRUE(find_path("emulated").supports(points[0].config, points[0].method, &why));
   // Path options are parsed and checked where the path is named.
   EXPECT_THROW(parse_paths("emulated:version=2"), UsageError);
   EXPECT_THROW(parse_paths("gold:x"), UsageError);

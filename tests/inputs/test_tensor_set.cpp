@@ -408,7 +408,7 @@ TEST(FileFamily, ExportedSamplesGiveTheGeneratedFamilysMetrics) {
   opt.threads = 2;
   opt.batch = 7;  // batches that do not divide the count
   const auto paths = parse_paths("gold,emulated");
-  const auto want = run_experiment({{gen, &default_method()}}, paths, n, seed, opt, true).entries;
+  const auto want = run_experiment({{gen, method_of(default_method())}}, paths, n, seed, opt, true).entries;
   ASSERT_EQ(want.size(), 3u);  // the gold's own entry, neumann on the gold L and on the emulated L
   // Not a trivial comparison: the errors differ between samples.
   const auto& errs = want[2].per_sample.at("inv_total_rel_rmse");

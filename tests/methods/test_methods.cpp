@@ -49,12 +49,32 @@ TEST(MethodRegistry, NamesDiagnosticsAndSuggestions) {
   for (const MethodSpec* m : methods()) {
     // Every method inverts I exactly and fills one value per declared diagnostic.
     for (int c : {2, 16, 17, 64}) {
-      const InverseRun r = m->invert(Mat::Zero(c, c), true);
+      const InverseRun r = method_of(*m).invert(Mat::Zero(c, c), true);
       EXPECT_TRUE(r.inv == Mat::Identity(c, c)) << m->name << " C=" << c;
       EXPECT_EQ(r.diagnostics.size(), m->diagnostics.size()) << m->name;
     }
     EXPECT_FALSE(m->arithmetic.empty()) << m->name;
   }
+}
+
+TEST(MethodRegistry, ParametersAreCheckedAndLabelledCanonically) {
+  EXPECT_EQ(parse_method("neumann").label(), "neumann");
+  EXPECT_TRUE(parse_method("fwdsub_fp32") == method_of(find_method("fwdsub_fp32")));
+  for (const char* bad : {"neumann:terms=3", "neumann:", "neumann:=1", "fwdsub_fp23", "neumann:x"}) {
+    EXPECT_THROW(parse_method(bad), UsageError) << bad;
+  }
+  try {
+    parse_method("neumann:terms=3");
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("method neumann takes no parameters"), std::string::npos) << e.what();
+  }
+  // Every registered parameter: its default is allowed and drops out of the label.
+  for (const MethodSpec* m : methods())
+    for (const MethodParam& p : m->params) {
+      const Method x = parse_method(std::string(m->name) + ":" + std::string(p.name) + "=" + std::string(p.default_value));
+      EXPECT_EQ(x.label(), m->name) << p.name;
+    }
 }
 
 TEST(MethodRegistry, EveryMethodIsExactOnAKnownInverse) {
@@ -63,13 +83,13 @@ TEST(MethodRegistry, EveryMethodIsExactOnAKnownInverse) {
     for (int c : {8, 16, 33}) {
       const Mat l = ones_inverse_case(c);
       const Mat want = Mat::Ones(c, c).triangularView<Eigen::Lower>();
-      EXPECT_TRUE(m->invert(l, false).inv == want) << m->name << " C=" << c;
+      EXPECT_TRUE(method_of(*m).invert(l, false).inv == want) << m->name << " C=" << c;
     }
 }
 
 TEST(Exact, IsTheTriangularSolve) {
   const Mat l = random_strict_lower(24, 0.5, 1);
-  const Mat x = exact_method().invert(l, false).inv;
+  const Mat x = method_of(exact_method()).invert(l, false).inv;
   const Mat id = Mat::Identity(24, 24);
   EXPECT_LT(((id + l) * x - id).norm(), 1e-13);
 }
@@ -83,7 +103,7 @@ TEST(Neumann, PaddingInvariance) {
   std::vector<double> dec, inv;
   emulated::decays(s, dec, inv);
   const Mat l = emulated::kernel_l(s, dec, inv);
-  const MethodSpec& neumann = find_method("neumann");
+  const Method neumann = method_of(find_method("neumann"));
   const InverseRun small = neumann.invert(l, false);
   for (int c : {17, 24, 32}) {
     Mat big = Mat::Zero(c, c);
@@ -100,7 +120,7 @@ TEST(Neumann, MatchesExactInverseOnBenignInputsAndKeepsItsPowers) {
   std::vector<double> dec, inv;
   emulated::decays(s, dec, inv);
   const Mat l = emulated::kernel_l(s, dec, inv);
-  const InverseRun r = find_method("neumann").invert(l, true);
+  const InverseRun r = method_of(find_method("neumann")).invert(l, true);
   EXPECT_EQ(r.diagnostics[0], 16);  // highest_power
   ASSERT_EQ(r.intermediates.size(), 5u);  // L, L^2, L^4, L^8, L^16
   EXPECT_EQ(r.intermediates[0].label, "L");
@@ -118,7 +138,7 @@ TEST(FwdsubFp32, HandMadeCaseInTheDocumentedOrder) {
   l(1, 0) = 0.1;
   l(2, 0) = 0.3;
   l(2, 1) = 0.7;
-  const InverseRun r = find_method("fwdsub_fp32").invert(l, true);
+  const InverseRun r = method_of(find_method("fwdsub_fp32")).invert(l, true);
   const float a10 = 0.1f, a20 = 0.3f, a21 = 0.7f;
   const float x10 = -(0.0f + a10 * 1.0f);
   const float x20 = -((0.0f + a20 * 1.0f) + a21 * x10);
@@ -136,9 +156,9 @@ TEST(FwdsubFp32, CloseToFp64OnRandomCasesAndFarBetterThanFp16Neumann) {
     const int c = 8 + int(seed % 5) * 10;
     const Mat l = random_strict_lower(c, 0.5, seed);
     const Mat exact = unit_lower_inverse(l.unaryExpr([](double v) { return double(float(v)); }));
-    const double err = rel(find_method("fwdsub_fp32").invert(l, false).inv, exact);
+    const double err = rel(method_of(find_method("fwdsub_fp32")).invert(l, false).inv, exact);
     EXPECT_LT(err, 64 * c * 6e-8) << "seed " << seed;  // a few ulps of FP32 per step
-    EXPECT_LT(err, rel(find_method("neumann").invert(l, false).inv, exact)) << "seed " << seed;
+    EXPECT_LT(err, rel(method_of(find_method("neumann")).invert(l, false).inv, exact)) << "seed " << seed;
   }
 }
 
@@ -146,7 +166,7 @@ TEST(FwdsubFp32, OverflowIsReportedNotHidden) {
   // Growth (-1e20)^k overflows FP32 by the third row.
   Mat l = Mat::Zero(4, 4);
   for (int i = 1; i < 4; ++i) l(i, i - 1) = 1e20;
-  const InverseRun r = find_method("fwdsub_fp32").invert(l, false);
+  const InverseRun r = method_of(find_method("fwdsub_fp32")).invert(l, false);
   EXPECT_TRUE(std::isinf(r.diagnostics[0]));
   EXPECT_FALSE(std::isfinite(r.inv(3, 0)));
 }

@@ -87,9 +87,10 @@ std::unique_ptr<Path> path_named(const std::string& name) { return make_path(par
 // The path's Neumann run (the one method with a GPU form) on every sample.
 std::vector<PathOutput> run_path(Path& path, const std::vector<Sample>& samples, const std::vector<GoldOutput>& gold,
                                  ThreadPool& pool, bool keep_powers = false) {
-  const MethodSpec* neumann = &find_method("neumann");
+  const Method neumann = method_of(find_method("neumann"));
+  const Method* methods[] = {&neumann};
   std::vector<PathOutput> out(samples.size());
-  path.run_batch({samples, gold}, std::span<const MethodSpec* const>(&neumann, 1), out, pool, keep_powers);
+  path.run_batch({samples, gold}, methods, out, pool, keep_powers);
   return out;
 }
 
@@ -167,7 +168,7 @@ TEST(GpuKernelPath, KeepsPowersOfTheEmulatedPath) {
     const auto k = run_path(kernel, samples, gold, pool, true);
     size_t dv = 0;
     for (size_t s = 0; s < samples.size(); ++s) {
-      const InverseRun e = find_method("neumann").invert(k[s].l.L, true);
+      const InverseRun e = method_of(find_method("neumann")).invert(k[s].l.L, true);
       const auto& kp = k[s].on_path_l.intermediates;
       ASSERT_EQ(kp.size(), e.intermediates.size());
       for (size_t q = 0; q < e.intermediates.size(); ++q) {

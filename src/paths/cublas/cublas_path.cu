@@ -103,7 +103,7 @@ class CublasPath final : public Path {
   }
   ~CublasPath() override { cublasDestroy(handle_); }
 
-  BatchTiming run_batch(const Batch& in, std::span<const MethodSpec* const> methods, std::span<PathOutput> out,
+  BatchTiming run_batch(const Batch& in, std::span<const Method* const> methods, std::span<PathOutput> out,
                         ThreadPool& pool, bool keep) override {
     (void)methods;  // neumann, the only method with a form here (the spec's supports() says so)
     return detail::run_by_shape(in.samples, [&](size_t i, size_t n) {

@@ -224,7 +224,7 @@ class KernelPath final : public Path {
  public:
   KernelPath(int version, int pad) : version_(version), pad_(pad) {}
 
-  BatchTiming run_batch(const Batch& in, std::span<const MethodSpec* const> methods, std::span<PathOutput> out,
+  BatchTiming run_batch(const Batch& in, std::span<const Method* const> methods, std::span<PathOutput> out,
                         ThreadPool& pool, bool keep) override {
     // One method (neumann, the only one with a form here: the spec's supports() says so).
     (void)methods;
