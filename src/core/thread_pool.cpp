@@ -1,21 +1,41 @@
 #include "core/thread_pool.hpp"
 
 #include <algorithm>
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
 
 namespace chunkinv {
 
 ThreadPool::ThreadPool(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int t = 1; t < threads; ++t) workers_.emplace_back([this] { work(); });
+  const bool every = threads <= 0;
+  if (every) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int t = 1; t < threads; ++t) {
+    try {
+      workers_.emplace_back([this] { work(); });
+    } catch (const std::exception& e) {  // std::system_error, or std::bad_alloc for its state
+      // Out of threads or address space (ulimit -u, -v). The workers made
+      // so far wait on cv_: stop them before this object goes away.
+      if (every) return;  // "all cores": run with those that could be made
+      stop();
+      throw UsageError(fmt::format("--threads {}: only {} threads could be created ({}); ask for fewer", threads,
+                                   workers_.size() + 1, e.what()));
+    }
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop(); }
+
+void ThreadPool::stop() {
   {
     std::lock_guard lk(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  for (auto& w : workers_) w.join();
+  for (auto& w : workers_)
+    if (w.joinable()) w.join();
 }
 
 void ThreadPool::work() {

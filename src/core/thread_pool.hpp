@@ -13,7 +13,10 @@ namespace chunkinv {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads);  // 0: every hardware thread
+  // 0: every hardware thread, or as many as the system lets it create.
+  // A positive count that cannot be had (ulimit -u or -v) is a UsageError
+  // naming it and how many could be created; the constructor never blocks.
+  explicit ThreadPool(int threads);
   ~ThreadPool();
   int size() const { return static_cast<int>(workers_.size()) + 1; }
   // Calls fn(i) for every i in [0, n), the caller's thread taking part.
@@ -22,6 +25,7 @@ class ThreadPool {
 
  private:
   void work();
+  void stop();  // ends and joins every worker
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
