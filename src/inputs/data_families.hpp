@@ -18,6 +18,11 @@ std::unique_ptr<Family> make_real_gates_family();
 
 // The tensor set at `path`, loaded once per process (thread-safe).
 std::shared_ptr<const TensorSet> cached_tensor_set(const std::string& path);
+// Its chunks at a chunk size (chunk_tokens), computed once per process.
+std::shared_ptr<const std::vector<TokenChunk>> cached_chunks(const std::string& path, int chunk, Tail tail);
+// A `file` configuration's inputs path and tail (UsageError when missing or bad).
+std::string file_family_inputs(const Configuration& c);
+Tail file_family_tail(const Configuration& c);
 
 // --- real gates -------------------------------------------------------------
 // The folder holding gdn-gates/: $CHUNKINV_DATA if set, else

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -26,6 +27,7 @@ struct Found {
   Tensor t;
   std::string where;
 };
+using FoundMap = std::map<std::string, Found>;
 
 void check_float(const Found& f, bool bf16_bits_ok) {
   if (dtype_is_float(f.t.dtype)) return;
@@ -35,49 +37,101 @@ void check_float(const Found& f, bool bf16_bits_ok) {
 }
 
 const std::array<const char*, 3> kNames{"keys", "g", "beta"};
+const char* const kSeqlens = "cu_seqlens";
 
-// The tensors of a set from one container's tensors.
-std::map<std::string, Found> from_container(TensorMap all, const std::string& path) {
-  std::map<std::string, Found> found;
+std::string names_of(const TensorMap& all) {
+  std::vector<std::string> have;
+  for (const auto& [k, v] : all) have.push_back(k);
+  return have.empty() ? "none" : fmt::format("{}", fmt::join(have, ", "));
+}
+
+// The tensors of a set from one container's tensors (`k` stands in for a missing `keys`).
+FoundMap from_container(TensorMap all, const std::string& path) {
+  if (!all.count("keys") && all.count("k")) all["keys"] = std::move(all.extract("k").mapped());
+  FoundMap found;
   for (const char* n : kNames) {
     auto it = all.find(n);
-    if (it == all.end()) {
-      std::vector<std::string> have;
-      for (const auto& [k, v] : all) have.push_back(k);
-      throw UsageError(fmt::format("{}: tensor '{}' is missing (found: {})", path, n,
-                                   have.empty() ? "none" : fmt::format("{}", fmt::join(have, ", "))));
-    }
+    if (it == all.end())
+      throw UsageError(fmt::format("{}: tensor '{}' is missing (found: {})", path, n, names_of(all)));
     found[n] = {std::move(it->second), fmt::format("{}[{}]", path, n)};
   }
+  if (auto it = all.find(kSeqlens); it != all.end()) found[kSeqlens] = {std::move(it->second), fmt::format("{}[{}]", path, kSeqlens)};
   return found;
 }
 
-// Checks the three tensors and makes the set.
-TensorSet make_set(std::map<std::string, Found>& found, const std::string& path) {
+std::string dims(const std::vector<int64_t>& s) { return shape_string(s); }
+
+// cu_seqlens: integers 0 = c_0 <= c_1 <= ... <= c_S = T.
+std::vector<int64_t> check_seqlens(const Found& f, int64_t tokens) {
+  if (dtype_is_float(f.t.dtype))
+    throw UsageError(fmt::format("{}: dtype {} is not an integer type (i32, i64, ...)", f.where, dtype_name(f.t.dtype)));
+  if (f.t.shape.size() != 1 || f.t.shape[0] < 2)
+    throw UsageError(fmt::format("{}: shape {} is not [S + 1] with S >= 1 sequences", f.where, dims(f.t.shape)));
+  std::vector<int64_t> cu(f.t.values.size());
+  for (size_t i = 0; i < cu.size(); ++i) {
+    cu[i] = static_cast<int64_t>(f.t.values[i]);
+    if (i == 0 && cu[0] != 0) throw UsageError(fmt::format("{}: entry [0] = {} is not 0", f.where, cu[0]));
+    if (i > 0 && cu[i] < cu[i - 1])
+      throw UsageError(fmt::format("{}: entry [{}] = {} is below entry [{}] = {}", f.where, i, cu[i], i - 1, cu[i - 1]));
+  }
+  if (cu.back() != tokens)
+    throw UsageError(fmt::format("{}: last entry {} is not the token count T = {} of keys", f.where, cu.back(), tokens));
+  return cu;
+}
+
+// Checks the tensors and makes the set.
+TensorSet make_set(FoundMap& found, const std::string& path) {
   const Found& k = found["keys"];
   const Found& g = found["g"];
   const Found& b = found["beta"];
   check_float(k, true);
   check_float(g, false);
   check_float(b, false);
-  if (k.t.shape.size() != 3)
-    throw UsageError(fmt::format("{}: shape {} is not [N, C, d]", k.where, shape_string(k.t.shape)));
-  const int64_t n = k.t.shape[0], c = k.t.shape[1], d = k.t.shape[2];
-  if (n < 1) throw UsageError(fmt::format("{}: shape {} holds no sample (N = 0)", k.where, shape_string(k.t.shape)));
-  if (c < 2 || c > 64)
-    throw UsageError(fmt::format("{}: shape {}: chunk C = {} is not in 2..64", k.where, shape_string(k.t.shape), c));
-  if (d < 1) throw UsageError(fmt::format("{}: shape {}: dim d = 0", k.where, shape_string(k.t.shape)));
-  if (d > 1 << 20) throw UsageError(fmt::format("{}: shape {}: dim d = {} is beyond 2^20", k.where, shape_string(k.t.shape), d));
-  for (const Found* f : {&g, &b}) {
-    if (f->t.shape != std::vector<int64_t>{n, c})
-      throw UsageError(fmt::format("{}: shape {} does not match keys: [N, C] = ({}, {}) expected", f->where,
-                                   shape_string(f->t.shape), n, c));
-  }
+  const auto& ks = k.t.shape;
   TensorSet s;
   s.source = path;
-  s.count = static_cast<uint64_t>(n);
-  s.chunk = static_cast<int>(c);
-  s.dim = static_cast<int>(d);
+  s.g_where = g.where;
+  if (ks.size() == 3) {  // chunks [N, C, d]
+    const int64_t n = ks[0], c = ks[1], d = ks[2];
+    if (n < 1) throw UsageError(fmt::format("{}: shape {} holds no sample (N = 0)", k.where, dims(ks)));
+    if (c < 2 || c > 64) throw UsageError(fmt::format("{}: shape {}: chunk C = {} is not in 2..64", k.where, dims(ks), c));
+    if (found.count(kSeqlens))
+      throw UsageError(fmt::format("{}: cu_seqlens goes with keys [B, T, H, K] (tokens), not [N, C, d] (chunks)",
+                                   found[kSeqlens].where));
+    s.batch = n, s.tokens = c, s.heads = 1, s.dim = static_cast<int>(std::min<int64_t>(d, 1 << 21));
+    s.count = static_cast<uint64_t>(n), s.chunk = static_cast<int>(c);
+  } else if (ks.size() == 4) {  // tokens [B, T, H, K]
+    const int64_t bb = ks[0], t = ks[1], h = ks[2];
+    if (bb < 1 || t < 1 || h < 1)
+      throw UsageError(fmt::format("{}: shape {} holds no token ([B, T, H, K] with B, T, H >= 1)", k.where, dims(ks)));
+    if (h > 1 << 20) throw UsageError(fmt::format("{}: shape {}: H = {} heads is beyond 2^20", k.where, dims(ks), h));
+    s.token_layout = true;
+    s.batch = bb, s.tokens = t, s.heads = static_cast<int>(h), s.dim = static_cast<int>(std::min<int64_t>(ks[3], 1 << 21));
+    if (found.count(kSeqlens)) {
+      if (bb != 1)
+        throw UsageError(fmt::format("{}: with cu_seqlens the sequences are packed into one row: B = 1, keys have B = {}",
+                                     found[kSeqlens].where, bb));
+      s.cu_seqlens = check_seqlens(found[kSeqlens], t);
+    }
+  } else {
+    throw UsageError(fmt::format("{}: shape {} is not [N, C, d] (chunks) nor [B, T, H, K] (tokens, as fla and FlashKDA keep them)",
+                                 k.where, dims(ks)));
+  }
+  const int64_t d = ks.back();
+  if (d < 1) throw UsageError(fmt::format("{}: shape {}: dim d = 0", k.where, dims(ks)));
+  if (d > 1 << 20) throw UsageError(fmt::format("{}: shape {}: dim d = {} is beyond 2^20", k.where, dims(ks), d));
+  // g and beta: the keys' shape without d; g may keep d (per-channel gates).
+  const std::vector<int64_t> per_token(ks.begin(), ks.end() - 1);
+  const std::string token_dims = s.token_layout ? "[B, T, H]" : "[N, C]";
+  if (g.t.shape == ks) {
+    s.g_channels = static_cast<int>(d);
+  } else if (g.t.shape != per_token) {
+    throw UsageError(fmt::format("{}: shape {} does not match keys: {} = {} or per channel {} expected", g.where,
+                                 dims(g.t.shape), token_dims, dims(per_token), dims(ks)));
+  }
+  if (b.t.shape != per_token)
+    throw UsageError(fmt::format("{}: shape {} does not match keys: {} = {} expected", b.where, dims(b.t.shape),
+                                 token_dims, dims(per_token)));
   s.keys_dtype = k.t.dtype;
   s.keys.resize(k.t.values.size());
   for (size_t i = 0; i < s.keys.size(); ++i) {
@@ -89,19 +143,26 @@ TensorSet make_set(std::map<std::string, Found>& found, const std::string& path)
       v = bf16(raw);  // no-op for BF16; nearest even otherwise
     }
     if (!std::isfinite(raw) || !std::isfinite(v)) {
-      throw UsageError(fmt::format("{}: entry {} = {} {}", k.where, index_string(k.t.shape, i),
+      throw UsageError(fmt::format("{}: entry {} = {} {}", k.where, index_string(ks, i),
                                    fmt_value(std::isfinite(raw) ? raw : v),
                                    std::isfinite(raw) ? "overflows BF16" : "is not finite"));
     }
     s.keys[i] = v;
   }
+  // g <= 0: a log-decay. Both zeros are a decay of exactly 1 (a gate whose
+  // activation underflowed, as 81 tokens of Qwen3.5-0.8B have); a positive
+  // g would be a growth, which no path models.
   s.g = g.t.values;
   for (size_t i = 0; i < s.g.size(); ++i) {
     const double v = s.g[i];
     if (!std::isfinite(v))
       throw UsageError(fmt::format("{}: entry {} = {} is not finite", g.where, index_string(g.t.shape, i), fmt_value(v)));
-    if (!(v < 0.0))
-      throw UsageError(fmt::format("{}: entry {} = {} is not < 0", g.where, index_string(g.t.shape, i), fmt_value(v)));
+    if (v > 0.0)
+      throw UsageError(fmt::format("{}: entry {} = {} is not <= 0", g.where, index_string(g.t.shape, i), fmt_value(v)));
+  }
+  if (s.g_channels > 1) {
+    for (size_t i = 0; i < s.g.size() && s.g_channels_equal; ++i)
+      s.g_channels_equal = s.g[i] == s.g[i - i % s.g_channels];
   }
   s.beta = b.t.values;
   for (size_t i = 0; i < s.beta.size(); ++i) {
@@ -114,24 +175,49 @@ TensorSet make_set(std::map<std::string, Found>& found, const std::string& path)
   return s;
 }
 
+// Reads the tensors `names` of a set at `path` (a directory of .npy, an .npz
+// or a .safetensors): those present, each with the prefix of its messages.
+FoundMap read_container(const std::string& path, const std::vector<std::string>& names, TensorMap* all_out) {
+  std::error_code ec;
+  FoundMap found;
+  if (fs::is_directory(path, ec)) {
+    for (const std::string& n : names) {
+      const std::string f = (fs::path(path) / (n + ".npy")).string();
+      if (fs::exists(f, ec) || fs::is_symlink(f, ec)) found[n] = {read_npy(f), f};
+    }
+    if (all_out)
+      for (const auto& e : fs::directory_iterator(path, ec))
+        if (e.path().extension() == ".npy") (*all_out)[e.path().stem().string()] = {};
+    return found;
+  }
+  if (!fs::exists(path, ec)) throw UsageError(path + ": no such file or directory");
+  TensorMap all;
+  if (path.ends_with(".npz")) all = read_npz(path);
+  else if (path.ends_with(".safetensors")) all = read_safetensors(path);
+  else throw UsageError(path + ": not a directory of .npy files, an .npz or a .safetensors file");
+  for (const std::string& n : names)
+    if (auto it = all.find(n); it != all.end()) found[n] = {std::move(it->second), fmt::format("{}[{}]", path, n)};
+  if (all_out)
+    for (auto& [k, v] : all) (*all_out)[k] = {};
+  return found;
+}
+
 }  // namespace
 
 TensorSet load_tensor_set(const std::string& path) {
   try {
     std::error_code ec;
-    std::map<std::string, Found> found;
+    FoundMap found;
     if (fs::is_directory(path, ec)) {
+      TensorMap listed;
+      found = read_container(path, {"keys", "k", "g", "beta", kSeqlens}, &listed);
+      if (!found.count("keys") && found.count("k")) found["keys"] = std::move(found.extract("k").mapped());
       for (const char* n : kNames) {
-        const std::string f = (fs::path(path) / (std::string(n) + ".npy")).string();
-        if (!fs::exists(f, ec)) {
-          std::vector<std::string> have;
-          for (const auto& e : fs::directory_iterator(path, ec))
-            if (e.path().extension() == ".npy") have.push_back(e.path().filename().string());
-          std::sort(have.begin(), have.end());
-          throw UsageError(fmt::format("{}: {}.npy is missing (found: {})", path, n,
-                                       have.empty() ? "no .npy files" : fmt::format("{}", fmt::join(have, ", "))));
-        }
-        found[n] = {read_npy(f), f};
+        if (found.count(n)) continue;
+        std::vector<std::string> have;
+        for (const auto& [k, v] : listed) have.push_back(k + ".npy");
+        throw UsageError(fmt::format("{}: {}.npy is missing (found: {})", path, n,
+                                     have.empty() ? "no .npy files" : fmt::format("{}", fmt::join(have, ", "))));
       }
     } else {
       if (!fs::exists(path, ec)) throw UsageError(path + ": no such file or directory");
@@ -151,7 +237,7 @@ TensorSet load_tensor_set(const std::string& path) {
 
 TensorSet parse_tensor_set(std::string_view bytes, const std::string& name) {
   try {
-    std::map<std::string, Found> found;
+    FoundMap found;
     if (name.ends_with(".npz")) {
       found = from_container(parse_npz(bytes, name), name);
     } else if (name.ends_with(".safetensors")) {
@@ -165,20 +251,166 @@ TensorSet parse_tensor_set(std::string_view bytes, const std::string& name) {
   }
 }
 
-Sample TensorSet::sample(uint64_t index) const {
-  if (index >= count)
-    throw UsageError(fmt::format("inputs {}: sample {} asked for, the file holds {} (0..{})", source, index, count, count - 1));
-  Sample s;
-  s.chunk = chunk;
-  s.dim = dim;
-  const size_t cd = static_cast<size_t>(chunk) * dim;
-  s.keys.assign(keys.begin() + index * cd, keys.begin() + (index + 1) * cd);
-  s.g.assign(g.begin() + index * chunk, g.begin() + (index + 1) * chunk);
-  s.beta.assign(beta.begin() + index * chunk, beta.begin() + (index + 1) * chunk);
-  return s;
+TensorSet make_tensor_set(TensorMap tensors, const std::string& name) {
+  try {
+    FoundMap found = from_container(std::move(tensors), name);
+    return make_set(found, name);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("inputs ") + e.what());
+  }
 }
 
-void write_tensor_set(const std::string& path, std::span<const Sample> samples, DType keys_dtype, DType value_dtype) {
+void require_per_token_gates(const TensorSet& s) {
+  if (s.g_channels == 1 || s.g_channels_equal) return;
+  const std::vector<int64_t> shape = s.token_layout ? std::vector<int64_t>{s.batch, s.tokens, s.heads, s.dim}
+                                                    : std::vector<int64_t>{s.batch, s.tokens, s.dim};
+  size_t i = 0;
+  while (i < s.g.size() && s.g[i] == s.g[i - i % s.g_channels]) ++i;
+  throw UsageError(fmt::format(
+      "inputs {}: per-channel gates are not supported yet: entry {} = {} differs from channel 0 ({}); every path "
+      "takes one gate per token ({})",
+      s.g_where, index_string(shape, i), fmt_value(s.g[i]), fmt_value(s.g[i - i % s.g_channels]),
+      s.token_layout ? "g [B, T, H]" : "g [N, C]"));
+}
+
+Sample TensorSet::sample(uint64_t index) const {
+  if (token_layout)
+    throw UsageError(fmt::format("inputs {}: keys [B, T, H, K] are cut into chunks at a chunk size first", source));
+  if (index >= count)
+    throw UsageError(fmt::format("inputs {}: sample {} asked for, the file holds {} (0..{})", source, index, count, count - 1));
+  return chunk_sample(*this, {static_cast<int64_t>(index), 0, 0, chunk}, chunk);
+}
+
+Tail parse_tail(const std::string& name) {
+  if (name == "pad") return Tail::kPad;
+  if (name == "drop") return Tail::kDrop;
+  throw UsageError(fmt::format("axis tail = {} is not pad or drop", name));
+}
+
+std::vector<TokenChunk> chunk_tokens(const TensorSet& s, int chunk, Tail tail) {
+  std::vector<TokenChunk> out;
+  if (!s.token_layout) {
+    if (chunk != s.chunk)
+      throw UsageError(fmt::format("inputs {} hold chunks of C = {}, not {}", s.source, s.chunk, chunk));
+    for (uint64_t i = 0; i < s.count; ++i) out.push_back({static_cast<int64_t>(i), 0, 0, chunk});
+    return out;
+  }
+  if (chunk < 1) throw UsageError(fmt::format("chunk = {} must be at least 1", chunk));
+  auto cut = [&](int64_t row, int64_t bos, int64_t eos) {
+    for (int64_t start = bos; start < eos; start += chunk) {
+      const int valid = static_cast<int>(std::min<int64_t>(chunk, eos - start));
+      if (valid < chunk && tail == Tail::kDrop) continue;
+      for (int h = 0; h < s.heads; ++h) out.push_back({row, start, h, valid});
+    }
+  };
+  if (!s.cu_seqlens.empty()) {
+    for (size_t q = 0; q + 1 < s.cu_seqlens.size(); ++q) cut(0, s.cu_seqlens[q], s.cu_seqlens[q + 1]);
+  } else {
+    for (int64_t row = 0; row < s.batch; ++row) cut(row, 0, s.tokens);
+  }
+  return out;
+}
+
+Sample chunk_sample(const TensorSet& s, const TokenChunk& c, int chunk) {
+  require_per_token_gates(s);
+  Sample out;
+  out.chunk = chunk;
+  out.dim = s.dim;
+  out.keys.assign(static_cast<size_t>(chunk) * s.dim, 0.0);
+  out.g.assign(chunk, 0.0);  // padding: a decay of 1, zero keys, beta 0
+  out.beta.assign(chunk, 0.0);
+  for (int r = 0; r < c.valid; ++r) {
+    const size_t t = s.token_index(c.row, c.first + r, c.head);
+    std::copy_n(s.keys.begin() + t * s.dim, s.dim, out.keys.begin() + static_cast<size_t>(r) * s.dim);
+    out.g[r] = s.g[t * s.g_channels];
+    out.beta[r] = s.beta[t];
+  }
+  return out;
+}
+
+// --- candidate -------------------------------------------------------------------
+
+CandidateSet load_candidate(const std::string& path, const TensorSet& in, std::span<const TokenChunk> chunks, int chunk) {
+  try {
+    TensorMap listed;
+    FoundMap found = read_container(path, {"L", "INV", "decay", "inv_decay"}, &listed);
+    if (!found.count("L") && !found.count("INV"))
+      throw UsageError(fmt::format("{}: holds neither L nor INV (found: {})", path, names_of(listed)));
+    std::vector<TokenChunk> own;
+    if (chunks.empty()) {  // no inputs set given: [N, C, C] in sample order, N from the file
+      const Found& f = found.count("L") ? found["L"] : found["INV"];
+      if (f.t.shape.size() == 3)
+        for (int64_t i = 0; i < f.t.shape[0]; ++i) own.push_back({i, 0, 0, chunk});
+      chunks = own;
+    }
+    CandidateSet c;
+    c.source = path;
+    c.count = chunks.size();
+    c.chunk = chunk;
+    const auto n = static_cast<int64_t>(chunks.size());
+    const std::vector<int64_t> tok{in.batch, in.tokens, in.heads};
+    auto per_token = [&](const Found& f, std::vector<int64_t> tail_dims) {
+      if (!in.token_layout) return false;
+      std::vector<int64_t> want = tok;
+      want.insert(want.end(), tail_dims.begin(), tail_dims.end());
+      return f.t.shape == want;
+    };
+    for (const char* name : {"L", "INV"}) {
+      auto it = found.find(name);
+      if (it == found.end()) continue;
+      const Found& f = it->second;
+      if (!dtype_is_float(f.t.dtype))
+        throw UsageError(fmt::format("{}: dtype {} is not a floating-point type (bf16, f16, f32, f64)", f.where, dtype_name(f.t.dtype)));
+      const bool tokens = per_token(f, {chunk});
+      if (!tokens && f.t.shape != std::vector<int64_t>{n, chunk, chunk})
+        throw UsageError(fmt::format("{}: shape {} is not [N, C, C] = ({}, {}, {}){}", f.where, dims(f.t.shape), n, chunk,
+                                     chunk, in.token_layout ? fmt::format(" nor [B, T, H, C] = {}", dims({in.batch, in.tokens, in.heads, chunk})) : ""));
+      const bool inv = std::string(name) == "INV";
+      std::vector<Mat>& out = inv ? c.INV : c.L;
+      out.resize(chunks.size());
+      for (size_t i = 0; i < chunks.size(); ++i) {
+        Mat m = Mat::Zero(chunk, chunk);
+        if (inv) m.setIdentity();
+        const int rows = tokens ? chunks[i].valid : chunk;
+        for (int r = 0; r < rows; ++r) {
+          const size_t at = tokens ? in.token_index(chunks[i].row, chunks[i].first + r, chunks[i].head) * chunk
+                                   : (i * chunk + r) * chunk;
+          for (int col = 0; col < chunk; ++col) m(r, col) = f.t.values[at + col];
+        }
+        out[i] = std::move(m);
+      }
+    }
+    for (const char* name : {"decay", "inv_decay"}) {
+      auto it = found.find(name);
+      if (it == found.end()) continue;
+      const Found& f = it->second;
+      if (!dtype_is_float(f.t.dtype))
+        throw UsageError(fmt::format("{}: dtype {} is not a floating-point type", f.where, dtype_name(f.t.dtype)));
+      const bool tokens = per_token(f, {});
+      if (!tokens && f.t.shape != std::vector<int64_t>{n, chunk})
+        throw UsageError(fmt::format("{}: shape {} is not [N, C] = ({}, {}){}", f.where, dims(f.t.shape), n, chunk,
+                                     in.token_layout ? fmt::format(" nor [B, T, H] = {}", dims(tok)) : ""));
+      auto& out = std::string(name) == "decay" ? c.decay : c.inv_decay;
+      out.resize(chunks.size());
+      for (size_t i = 0; i < chunks.size(); ++i) {
+        std::vector<double> v(chunk);
+        for (int r = 0; r < chunk; ++r) {
+          // Padding rows of the token layout: g = 0 there, so the decay of the last token.
+          const int src = tokens ? std::min(r, chunks[i].valid - 1) : r;
+          v[r] = tokens ? f.t.values[in.token_index(chunks[i].row, chunks[i].first + src, chunks[i].head)]
+                        : f.t.values[i * chunk + r];
+        }
+        out[i] = std::move(v);
+      }
+    }
+    return c;
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("candidate ") + e.what());
+  }
+}
+
+void write_tensor_set(const std::string& path, std::span<const Sample> samples, DType keys_dtype, DType value_dtype,
+                      const TensorMap& extra) {
   if (samples.empty()) throw UsageError(path + ": no samples to write");
   const int c = samples[0].chunk, d = samples[0].dim;
   const auto n = static_cast<int64_t>(samples.size());
@@ -200,6 +432,10 @@ void write_tensor_set(const std::string& path, std::span<const Sample> samples, 
     }
     m["g"].values.insert(m["g"].values.end(), s.g.begin(), s.g.end());
     m["beta"].values.insert(m["beta"].values.end(), s.beta.begin(), s.beta.end());
+  }
+  for (const auto& [name, t] : extra) {
+    if (m.count(name)) throw UsageError(fmt::format("{}: tensor '{}' is written twice", path, name));
+    m[name] = t;
   }
   if (path.ends_with(".npz")) {
     write_npz(path, m);

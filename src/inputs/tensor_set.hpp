@@ -1,9 +1,15 @@
-// Tensor sets (the `file` family's inputs, docs/inputs.md): keys [N, C, d],
-// g [N, C] and beta [N, C] in a directory of .npy files, one .npz or one
-// .safetensors file (the containers are in src/io/).
+// Tensor sets (the `file` family's inputs, docs/inputs.md): keys, g and beta
+// in a directory of .npy files, one .npz or one .safetensors file (the
+// containers are in src/io/), in one of two layouts:
 //
-// Every error is a UsageError of one line naming the file, the tensor and
-// the culprit, e.g. "inputs dir/g.npy: entry [3, 7] = 0.25 is not < 0".
+//   chunks  keys [N, C, d],    g [N, C] or [N, C, d],    beta [N, C]
+//   tokens  keys [B, T, H, K], g [B, T, H] or [B, T, H, K], beta [B, T, H],
+//           optional cu_seqlens [S + 1] (then B = 1): the fla/FlashKDA layout,
+//           cut into chunks by the tool (chunk_tokens).
+//
+// A set of the chunks layout is held as B = N, T = C, H = 1: one chunk per
+// batch row. Every error is a UsageError of one line naming the file, the
+// tensor and the culprit, e.g. "inputs dir/g.npy: entry [3, 7] = 0.25 is not <= 0".
 #pragma once
 #include <cstdint>
 #include <span>
@@ -11,36 +17,114 @@
 #include <string_view>
 #include <vector>
 
+#include "core/matrix.hpp"
 #include "inputs/sample.hpp"
 #include "io/tensor.hpp"
 
 namespace chunkinv {
 
 struct TensorSet {
-  std::string source;  // the path as given
-  uint64_t count = 0;  // N
-  int chunk = 0;       // C
-  int dim = 0;         // d
+  std::string source;          // the path as given
+  bool token_layout = false;   // keys [B, T, H, K] (else [N, C, d])
+  int64_t batch = 0;           // B (chunks layout: N)
+  int64_t tokens = 0;          // T (chunks layout: C)
+  int heads = 1;               // H (chunks layout: 1)
+  int dim = 0;                 // K = d
+  // Token layout: sequence boundaries [0, ..., T] when the file has
+  // cu_seqlens (B = 1); empty: each batch row is one sequence of T tokens.
+  std::vector<int64_t> cu_seqlens;
+  // Chunks layout: N and C. Token layout: count 0, chunk 0 (the chunk is the
+  // configuration's, see chunk_tokens).
+  uint64_t count = 0;
+  int chunk = 0;
   DType keys_dtype = DType::kBF16;  // as found in the file (before rounding)
-  std::vector<double> keys, g, beta;  // [N, C, d] (BF16 values), [N, C], [N, C]
+  // Gates as given: g_channels is 1 (per token) or dim (per channel, SPEC §1
+  // "Per-channel gates"). g_channels_equal: every token's channels hold one
+  // value, so the gates are per-token gates written per channel.
+  int g_channels = 1;
+  bool g_channels_equal = true;
+  std::string g_where;  // the g tensor as error messages name it
+  // keys [B, T, H, K] as BF16 values, g [B, T, H, g_channels], beta [B, T, H].
+  std::vector<double> keys, g, beta;
 
-  Sample sample(uint64_t index) const;  // throws UsageError if index >= count
+  size_t token_index(int64_t row, int64_t token, int head) const {
+    return (static_cast<size_t>(row) * static_cast<size_t>(tokens) + static_cast<size_t>(token)) * heads + head;
+  }
+  // The per-token gate of (row, token, head): channel 0 of a per-channel g.
+  double gate(int64_t row, int64_t token, int head) const { return g[token_index(row, token, head) * g_channels]; }
+  // Chunks layout: sample `index` (throws UsageError if index >= count or
+  // the gates are per channel and differ).
+  Sample sample(uint64_t index) const;
 };
 
-// `path` is a directory holding keys.npy, g.npy and beta.npy, or one .npz or
-// .safetensors file with tensors named keys, g and beta. Checks names,
-// shapes (C in 2..64, d >= 1, N >= 1), dtypes, finiteness, g < 0 and beta
-// in (0, 1). Keys not stored as BF16 are rounded to BF16 (nearest even).
+// `path` is a directory holding keys.npy, g.npy and beta.npy (and
+// cu_seqlens.npy), or one .npz or .safetensors file with tensors of those
+// names (`k` is taken for `keys` where there is no `keys`). Checks names,
+// shapes, dtypes, finiteness, g <= 0 (both zeros: a decay of exactly 1) and
+// beta in (0, 1). Keys not stored as BF16 are rounded to BF16 (nearest even).
 TensorSet load_tensor_set(const std::string& path);
 
 // The same from the bytes of one .npz or .safetensors file, the container
 // chosen by the ending of `name` (which also names it in error messages).
 TensorSet parse_tensor_set(std::string_view bytes, const std::string& name);
 
+// The same from tensors already in memory (keys, g, beta and optional
+// cu_seqlens; `k` for keys), `name` naming them in error messages (the
+// Python package hands NumPy arrays over this way).
+TensorSet make_tensor_set(TensorMap tensors, const std::string& name);
+
+// Throws UsageError (one line) when the set's gates are per channel with
+// channels that differ: every path takes per-token gates today.
+void require_per_token_gates(const TensorSet& set);
+
+// --- chunking ------------------------------------------------------------------
+// What becomes of the last chunk of a sequence when it holds fewer than C
+// tokens: zero-padded to C (FlashKDA's way; pad) or left out (drop).
+enum class Tail { kPad, kDrop };
+Tail parse_tail(const std::string& name);  // "pad" or "drop"; UsageError otherwise
+
+// One chunk: tokens [first, first + valid) of batch row `row`, head `head`;
+// rows valid..C-1 of its sample are padding.
+struct TokenChunk {
+  int64_t row = 0, first = 0;
+  int head = 0, valid = 0;
+};
+// The chunks of a set at chunk size `chunk`, in sample order: sequence, the
+// chunk's position in it, head (fastest). A chunk never crosses a sequence
+// boundary. For the chunks layout `chunk` must be the file's C (one chunk per
+// sample, in file order).
+std::vector<TokenChunk> chunk_tokens(const TensorSet& set, int chunk, Tail tail);
+// The sample of one chunk. Padding rows have zero keys, g = 0 and beta = 0:
+// their rows and columns of L are zero on every path (and of the gold
+// inverse those of the identity). UsageError for differing per-channel gates.
+Sample chunk_sample(const TensorSet& set, const TokenChunk& c, int chunk);
+
+// --- a candidate's matrices (chunkinv score) -------------------------------------
+// The L and/or INV (and optionally decay, inv_decay) that another kernel
+// produced for the samples of an inputs set, one matrix per chunk.
+struct CandidateSet {
+  std::string source;
+  uint64_t count = 0;
+  int chunk = 0;
+  std::vector<Mat> L, INV;                      // empty when the file has none; else one per chunk
+  std::vector<std::vector<double>> decay, inv_decay;  // likewise, one row of C per chunk
+};
+// Reads tensors `L`, `INV` (at least one), `decay`, `inv_decay` from `path`
+// (a directory of .npy, an .npz or a .safetensors file; other tensors, such
+// as the inputs themselves, are ignored). Matrices are [N, C, C] in sample
+// order or, for an inputs set of the token layout, [B, T, H, C] as fla keeps
+// them (row t of its chunk at token t, columns within the chunk); decays
+// [N, C] or [B, T, H]. Values are taken exactly (any float type; non-finite
+// values are kept: they are what is measured). Padding rows of a padded
+// chunk take the exact values (L 0, INV the identity's row).
+CandidateSet load_candidate(const std::string& path, const TensorSet& inputs, std::span<const TokenChunk> chunks,
+                            int chunk);
+
 // Writes samples (all of one chunk and dim) as a tensor set: a directory
 // (created if needed) unless `path` ends in .npz or .safetensors. Keys are
-// written as `keys_dtype`, g and beta as `value_dtype`.
+// written as `keys_dtype`, g and beta as `value_dtype`. `extra` tensors are
+// written beside them (e.g. a path's L and INV, as inspect --export-path does).
 void write_tensor_set(const std::string& path, std::span<const Sample> samples,
-                      DType keys_dtype = DType::kBF16, DType value_dtype = DType::kF64);
+                      DType keys_dtype = DType::kBF16, DType value_dtype = DType::kF64, const TensorMap& extra = {});
 
 }  // namespace chunkinv

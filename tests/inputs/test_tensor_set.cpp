@@ -111,14 +111,14 @@ TEST(TensorSet, MalformedSetsNameFileTensorAndEntry) {
     write_npy(p + "/" + name + ".npy", t);
     return p;
   };
-  // g >= 0, the example of the docs.
+  // g > 0, the example of the docs; both zeros are a decay of exactly 1 (tests/inputs/test_layouts.cpp).
   Tensor g = npy_tensor("g");
   g.values[3 * 8 + 7] = 0.25;
   std::string p = with("g", g);
-  EXPECT_TRUE(usage_error([&] { load_tensor_set(p); }, {"inputs " + p + "/g.npy: entry [3, 7] = 0.25 is not < 0"}));
-  g.values[3 * 8 + 7] = 0.0;
+  EXPECT_TRUE(usage_error([&] { load_tensor_set(p); }, {"inputs " + p + "/g.npy: entry [3, 7] = 0.25 is not <= 0"}));
+  g.values[3 * 8 + 7] = 1e-300;
   p = with("g", g);
-  EXPECT_TRUE(usage_error([&] { load_tensor_set(p); }, {p + "/g.npy: entry [3, 7] = 0 is not < 0"}));
+  EXPECT_TRUE(usage_error([&] { load_tensor_set(p); }, {p + "/g.npy: entry [3, 7] = 1e-300 is not <= 0"}));
   g.values[3 * 8 + 7] = -INFINITY;
   p = with("g", g);
   EXPECT_TRUE(usage_error([&] { load_tensor_set(p); }, {p + "/g.npy: entry [3, 7] = -inf is not finite"}));
@@ -169,7 +169,7 @@ TEST(TensorSet, MalformedSetsNameFileTensorAndEntry) {
   tm["g"].values[3 * 8 + 7] = 0.25;
   write_safetensors(dir + "/bad.safetensors", tm);
   EXPECT_TRUE(usage_error([&] { load_tensor_set(dir + "/bad.safetensors"); },
-                          {"inputs " + dir + "/bad.safetensors[g]: entry [3, 7] = 0.25 is not < 0"}));
+                          {"inputs " + dir + "/bad.safetensors[g]: entry [3, 7] = 0.25 is not <= 0"}));
   // Truncated container and unknown kinds of path.
   write_tensor_set(dir + "/t.npz", good);
   const std::string z = read_bytes(dir + "/t.npz");
