@@ -155,29 +155,4 @@ Report read_report(const std::string& path) {
   }
 }
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
-  tmp_ = fmt::format("{}.tmp.{}", path_, static_cast<long>(::getpid()));
-  std::FILE* f = std::fopen(tmp_.c_str(), "w");
-  if (!f) throw UsageError(fmt::format("output {}: cannot be written", path_));
-  std::fclose(f);
-}
-
-AtomicFile::~AtomicFile() {
-  if (!committed_) std::remove(tmp_.c_str());
-}
-
-void AtomicFile::commit(const std::string& content) {
-  {
-    std::ofstream out(tmp_, std::ios::binary | std::ios::trunc);
-    out << content;
-    out.flush();
-    if (!out) throw UsageError(fmt::format("output {}: write failed", path_));
-  }
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    committed_ = true;  // keep the temporary: nothing computed is lost
-    throw UsageError(fmt::format("output {}: cannot be renamed into place (kept as {})", path_, tmp_));
-  }
-  committed_ = true;
-}
-
 }  // namespace chunkinv

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/output_file.hpp"
 #include "metrics/stats.hpp"
 
 namespace chunkinv {
@@ -44,21 +45,8 @@ nlohmann::json report_to_json(const Report& r);
 // malformed or foreign file.
 Report read_report(const std::string& path);
 
-// A file written all at once or not at all. The constructor checks that the
-// destination can be written (creating a temporary beside it) so that a run
-// fails before computing, not after; commit() writes and renames.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string path);  // throws UsageError naming the path
-  ~AtomicFile();                          // removes the temporary if not committed
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-  void commit(const std::string& content);
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_, tmp_;
-  bool committed_ = false;
-};
+// A report is written all at once or not at all, to a file, a device or
+// stdout ("-"); the destination is checked before any work (core/output_file.hpp).
+using AtomicFile = OutputFile;
 
 }  // namespace chunkinv
