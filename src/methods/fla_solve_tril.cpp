@@ -1,0 +1,142 @@
+// Method `fla_solve_tril`: flash-linear-attention's `solve_tril`
+// (fla/ops/utils/solve_tril.py): (I + A)^-1 of a strictly lower FP32 A with
+// C in {16, 32, 64} (smaller chunks are zero-padded up to the next one).
+//
+// 1. Each 16x16 diagonal block by FP32 forward substitution, row by row:
+//    X = -A (strict part of the block); for i = 1..15:
+//      a = -A[i, :];  X[i, j] = fp32(a[j] + S_j),
+//      S_j = sum_{k=0..15} fp32(a[k] * X[k, j])  (products rounded to FP32,
+//      summed k ascending from +0 in FP32: Triton's tl.sum order depends on
+//      the layout it picks, so this order is ours);
+//    then Ai = I + X.
+// 2. Merged by block substitution with FP32 dots (`precision=ieee`: an FMA
+//    chain, k ascending; `tf32`: operands rounded to TF32 first):
+//    C = 32:  Ai21 = -dot(dot(Ai22, A21), Ai11)
+//    C = 64:  Ai21, Ai32, Ai43 as above, then
+//             Ai31 = -dot(Ai33, dot(A31, Ai11) + dot(A32, Ai21))
+//             Ai42 = -dot(Ai44, dot(A42, Ai22) + dot(A43, Ai32))
+//             Ai41 = -dot(Ai44, dot(A41, Ai11) + dot(A42, Ai21) + dot(A43, Ai31))
+//    (sums FP32, left to right). Output FP32.
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "methods/method.hpp"
+#include "methods/precision.hpp"
+
+namespace chunkinv {
+namespace {
+
+using prec::Arith;
+
+const MetricInfo kDiagnostics[] = {
+    {"diag_inv_max", MetricKind::kValue,
+     "max |entry| of the FP32 16x16 diagonal-block inverses; inf if any is non-finite"},
+    {"work_max", MetricKind::kValue,
+     "max |entry| over every intermediate (diagonal inverses, dots, sums) and the output; inf if any is non-finite"},
+};
+
+const std::string_view kPrecisionChoices[] = {"ieee", "tf32"};
+const MethodParam kParams[] = {
+    {"precision", "ieee", kPrecisionChoices, 0, 0,
+     "the merge's tl.dot input_precision: ieee (FP32 FMA chain) or tf32 (TF32 operands, FP32 accumulation)"},
+};
+
+constexpr int kB = 16;
+
+// Ai = (I + A_block)^-1 of the 16x16 diagonal block at r0, as fla's kernel forms it.
+Mat diagonal_inverse(const std::vector<float>& a, int n, int r0) {
+  auto at = [&](int i, int j) { return a[static_cast<size_t>(r0 + i) * n + r0 + j]; };
+  float x[kB][kB];
+  for (int i = 0; i < kB; ++i)
+    for (int j = 0; j < kB; ++j) x[i][j] = i > j ? -at(i, j) : 0.0f;
+  for (int i = 1; i < kB; ++i) {
+    float row[kB], ai[kB];
+    for (int k = 0; k < kB; ++k) ai[k] = -at(i, k);
+    for (int j = 0; j < kB; ++j) {
+      float s = 0.0f;
+      for (int k = 0; k < kB; ++k) {
+        const float p = ai[k] * x[k][j];
+        s = s + p;
+      }
+      row[j] = ai[j] + s;
+    }
+    for (int j = 0; j < kB; ++j) x[i][j] = row[j];
+  }
+  Mat out(kB, kB);
+  for (int i = 0; i < kB; ++i)
+    for (int j = 0; j < kB; ++j) out(i, j) = (i == j) ? double(x[i][j] + 1.0f) : double(x[i][j]);
+  return out;
+}
+
+InverseRun invert_fla_solve_tril(const Mat& l_in, const MethodOptions& options, bool keep) {
+  const Arith dot = options.at("precision") == "tf32" ? Arith::kTF32 : Arith::kFP32;
+  const int c = static_cast<int>(l_in.rows());
+  const int n = c <= 16 ? 16 : c <= 32 ? 32 : 64;
+  const Mat l = prec::pad(prec::round_to(l_in, kFP32), n);  // A = fp32(L), zero-padded
+  std::vector<float> af(static_cast<size_t>(n) * n);
+  for (size_t i = 0; i < af.size(); ++i) af[i] = static_cast<float>(l.data()[i]);
+
+  InverseRun run;
+  if (keep) run.intermediates.push_back({"A = fp32(L)", l.topLeftCorner(c, c)});
+  const int nb = n / kB;
+  std::vector<Mat> ai_diag;
+  double diag_max = 0.0, work_max = 0.0;
+  for (int b = 0; b < nb; ++b) {
+    ai_diag.push_back(diagonal_inverse(af, n, b * kB));
+    diag_max = std::fmax(diag_max, prec::max_abs(ai_diag.back()));
+    if (keep) run.intermediates.push_back({fmt::format("Ai[{0}:{1},{0}:{1}]", b * kB, (b + 1) * kB), ai_diag.back()});
+  }
+  work_max = diag_max;
+
+  auto blk = [&](int i, int j) { return Mat(l.block(i * kB, j * kB, kB, kB)); };
+  auto mm = [&](const Mat& x, const Mat& y) {
+    Mat r = prec::matmul(x, y, dot);
+    work_max = std::fmax(work_max, prec::max_abs(r));
+    return r;
+  };
+  auto plus = [&](const Mat& x, const Mat& y) {
+    Mat r = prec::add(x, y, dot);
+    work_max = std::fmax(work_max, prec::max_abs(r));
+    return r;
+  };
+  // off[i][j]: the block (i, j) of the inverse below the diagonal.
+  std::vector<std::vector<Mat>> off(nb, std::vector<Mat>(nb));
+  for (int i = 1; i < nb; ++i) off[i][i - 1] = -mm(mm(ai_diag[i], blk(i, i - 1)), ai_diag[i - 1]);
+  if (nb == 4) {
+    off[2][0] = -mm(ai_diag[2], plus(mm(blk(2, 0), ai_diag[0]), mm(blk(2, 1), off[1][0])));
+    off[3][1] = -mm(ai_diag[3], plus(mm(blk(3, 1), ai_diag[1]), mm(blk(3, 2), off[2][1])));
+    off[3][0] = -mm(ai_diag[3], plus(plus(mm(blk(3, 0), ai_diag[0]), mm(blk(3, 1), off[1][0])),
+                                     mm(blk(3, 2), off[2][0])));
+  }
+  Mat inv = Mat::Zero(n, n);
+  for (int i = 0; i < nb; ++i) {
+    inv.block(i * kB, i * kB, kB, kB) = ai_diag[i];
+    for (int j = 0; j < i; ++j) {
+      inv.block(i * kB, j * kB, kB, kB) = off[i][j];
+      if (keep)
+        run.intermediates.push_back(
+            {fmt::format("Ai[{}:{},{}:{}]", i * kB, (i + 1) * kB, j * kB, (j + 1) * kB), off[i][j]});
+    }
+  }
+  run.inv = inv.topLeftCorner(c, c);
+  work_max = std::fmax(work_max, prec::max_abs(run.inv));
+  run.diagnostics = {diag_max, work_max};
+  return run;
+}
+
+}  // namespace
+
+extern const MethodSpec kFlaSolveTrilMethod{
+    "fla_solve_tril",
+    "fla solve_tril: C zero-padded to 16, 32 or 64; each 16x16 diagonal block of fp32(L) inverted by FP32 "
+    "forward substitution (row i = -A[i] - sum_k A[i][k] X[k], products FP32, k ascending); blocks merged by "
+    "block substitution with FP32 dots (precision=ieee: FMA chain; tf32: TF32 operands), output FP32",
+    kDiagnostics,
+    invert_fla_solve_tril,
+    false,
+    kParams,
+};
+
+}  // namespace chunkinv
