@@ -15,7 +15,6 @@ extern const MethodSpec kNeumannMethod;
 extern const MethodSpec kFwdsubFp32Method;
 extern const MethodSpec kFlaSolveTrilMethod;
 extern const MethodSpec kBlockwiseMethod;
-extern const MethodSpec kFlaSolveTrilMethod;
 
 namespace {
 const MethodSpec* const kMethods[] = {
@@ -23,7 +22,6 @@ const MethodSpec* const kMethods[] = {
     &kFwdsubFp32Method,  // plain FP32 forward substitution, row by row
     &kFlaSolveTrilMethod,        // fla solve_tril: FP32 16x16 substitution, block-substitution merge
     &kBlockwiseMethod,           // cuDNN blockwise: 8/16 diagonal blocks, BF16 mma merges
-    &kFlaSolveTrilMethod,        // fla solve_tril: FP32 16x16 substitution, block-substitution merge
     &kExactMethod,       // FP64 triangular solve (the gold's own inverse)
 };
 }  // namespace
