@@ -15,6 +15,7 @@ extern const MethodSpec kNeumannMethod;
 extern const MethodSpec kFwdsubFp32Method;
 extern const MethodSpec kFlaSolveTrilMethod;
 extern const MethodSpec kBlockwiseMethod;
+extern const MethodSpec kNeumannSeriesMethod;
 
 namespace {
 const MethodSpec* const kMethods[] = {
@@ -22,6 +23,7 @@ const MethodSpec* const kMethods[] = {
     &kFwdsubFp32Method,  // plain FP32 forward substitution, row by row
     &kFlaSolveTrilMethod,        // fla solve_tril: FP32 16x16 substitution, block-substitution merge
     &kBlockwiseMethod,           // cuDNN blockwise: 8/16 diagonal blocks, BF16 mma merges
+    &kNeumannSeriesMethod,       // truncated Neumann series / product form, FP16/BF16/FP32
     &kExactMethod,       // FP64 triangular solve (the gold's own inverse)
 };
 }  // namespace
