@@ -8,6 +8,9 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/progress.hpp"
+#include "core/signals.hpp"
+#include "driver/checkpoint.hpp"
 #include "metrics/stats.hpp"
 #include "paths/gold/gold.hpp"
 
@@ -150,11 +153,26 @@ class StatsSink final : public Sink {
   StatsSink(const std::vector<PathChoice>& paths, uint64_t seed, bool per_sample, std::vector<ReportEntry>& out)
       : paths_(paths), seed_(seed), per_sample_(per_sample), out_(out) {}
 
+  // Samples [0, done) of the next group, saved by an interrupted run:
+  // per task, values[i * metrics + m]. That group's run covers the rest.
+  void preload(uint64_t done, std::vector<std::vector<double>> values) {
+    pre_n_ = done;
+    pre_ = std::move(values);
+  }
+
   void begin(const Group& g, uint64_t n) override {
-    n_ = n;
+    n_ = pre_n_ + n;
     filled_ = 0;
     values_.assign(g.tasks.size(), {});
-    for (size_t t = 0; t < g.tasks.size(); ++t) values_[t].assign(g.tasks[t].metrics->size(), std::vector<double>(n));
+    for (size_t t = 0; t < g.tasks.size(); ++t) values_[t].assign(g.tasks[t].metrics->size(), std::vector<double>(n_));
+    for (size_t t = 0; t < values_.size() && pre_n_; ++t) {
+      const size_t nm = values_[t].size();
+      for (size_t i = 0; i < pre_n_; ++i)
+        for (size_t m = 0; m < nm; ++m) values_[t][m][i] = pre_[t][i * nm + m];
+    }
+    filled_ = pre_n_;
+    pre_n_ = 0;
+    pre_.clear();
   }
 
   void consume(const BatchResult& b) override {  // batches arrive in sample order
@@ -189,9 +207,62 @@ class StatsSink final : public Sink {
   uint64_t seed_;
   bool per_sample_;
   std::vector<ReportEntry>& out_;
-  uint64_t n_ = 0, filled_ = 0;
+  uint64_t n_ = 0, filled_ = 0, pre_n_ = 0;
   std::vector<std::vector<std::vector<double>>> values_;  // [task][metric][sample]
+  std::vector<std::vector<double>> pre_;
 };
+
+// The statistics, and around them what RunControl asks for: blocks saved,
+// the progress bar moved, a stop noticed after each batch.
+class ControlSink final : public Sink {
+ public:
+  ControlSink(StatsSink& stats, const RunControl& control, std::vector<ReportEntry>& out)
+      : stats_(stats), control_(control), out_(out) {}
+  void start(size_t index, uint64_t done, double units_per_sample) {
+    index_ = index;
+    done_ = done;
+    units_ = units_per_sample;
+  }
+  void begin(const Group& g, uint64_t n) override { stats_.begin(g, n); }
+  void consume(const BatchResult& b) override {
+    stats_.consume(b);
+    const uint64_t bn = b.samples.size();
+    if (control_.checkpoint) control_.checkpoint->add_block(index_, done_, bn, b.values);
+    done_ += bn;
+    if (control_.progress)
+      control_.progress->advance(double(bn) * units_, fmt::format("{} C={} d={}", b.group->config.family,
+                                                                  b.group->config.chunk, b.group->config.dim));
+    if (control_.stop)
+      if (const int sig = control_.stop()) {
+        if (control_.checkpoint) control_.checkpoint->flush();
+        throw signals::Stopped{sig};
+      }
+  }
+  void end(const Group& g) override {
+    const size_t before = out_.size();
+    stats_.end(g);
+    if (control_.checkpoint)
+      control_.checkpoint->finish_group(index_, std::vector<ReportEntry>(out_.begin() + long(before), out_.end()));
+  }
+
+ private:
+  StatsSink& stats_;
+  const RunControl& control_;
+  std::vector<ReportEntry>& out_;
+  size_t index_ = 0;
+  uint64_t done_ = 0;
+  double units_ = 0;
+};
+
+// Relative cost of one sample of a group: keys (C^2 d), the gold and each
+// path's L and inverse (C^3 each).
+double sample_cost(const Group& g) {
+  const double c = g.config.chunk, d = g.config.dim;
+  return c * c * d + c * c * c * double(1 + g.tasks.size());
+}
+
+// Bytes of a matrix or vector of doubles, with the allocator's overhead.
+uint64_t doubles(uint64_t n) { return n * 8 + 32; }
 
 }  // namespace
 
@@ -204,6 +275,65 @@ RunResult run_experiment(const std::vector<Point>& points, const std::vector<Pat
   StatsSink sink(runner.paths(), seed, per_sample, result.entries);
   for (const Group& g : plan.groups) runner.run(g, seed, {first_sample, samples}, sink);
   return result;
+}
+
+RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uint64_t seed, bool per_sample,
+                         const RunControl& control, uint64_t first_sample) {
+  RunResult result;
+  result.skipped = plan.skipped;
+  StatsSink stats(runner.paths(), seed, per_sample, result.entries);
+  ControlSink sink(stats, control, result.entries);
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    const Group& g = plan.groups[i];
+    const double units = sample_cost(g);
+    if (const auto* done = control.checkpoint ? control.checkpoint->finished(i) : nullptr) {
+      result.entries.insert(result.entries.end(), done->begin(), done->end());
+      if (control.progress) control.progress->skip(double(samples) * units);
+      continue;
+    }
+    uint64_t done = 0;
+    if (control.checkpoint) {
+      std::vector<std::vector<double>> values;
+      done = control.checkpoint->take_partial(i, values);
+      stats.preload(done, std::move(values));
+      if (control.progress) control.progress->skip(double(done) * units);
+    }
+    sink.start(i, done, units);
+    runner.run(g, seed, {first_sample + done, samples - done}, sink);
+  }
+  return result;
+}
+
+double run_work(const Plan& plan, uint64_t samples) {
+  double w = 0;
+  for (const Group& g : plan.groups) w += double(samples) * sample_cost(g);
+  return w;
+}
+
+RunMemory run_memory(const Plan& plan, uint64_t samples, uint64_t batch, bool per_sample) {
+  RunMemory m;
+  const uint64_t b = std::min(std::max<uint64_t>(batch, 1), samples);
+  for (const Group& g : plan.groups) {
+    const uint64_t c = uint64_t(g.config.chunk);
+    uint64_t per = sample_memory(g.config), metrics = 0;
+    for (const Task& t : g.tasks) {
+      metrics += t.metrics->size();
+      // The path's L and decays, the method's inverse on it and on the gold L.
+      if (!t.reference) per += 3 * doubles(c * c) + 2 * doubles(c) + 3 * doubles(8) + 256;
+    }
+    per += metrics * 8;
+    m.batch = std::max(m.batch, b * per);
+    m.statistics = std::max(m.statistics, samples * metrics * 8);
+    // Kept in the entries, then as JSON numbers and their text.
+    if (per_sample) m.per_sample += samples * metrics * (8 + 32 + 24);
+  }
+  return m;
+}
+
+uint64_t sample_memory(const Configuration& config) {
+  const uint64_t c = uint64_t(config.chunk), d = uint64_t(config.dim);
+  // Keys, g, beta; the gold's L and inverse.
+  return doubles(c * d) + 2 * doubles(c) + 2 * doubles(c * c) + 128;
 }
 
 }  // namespace chunkinv

@@ -7,6 +7,7 @@
 // command, the thread count or the batch size.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -86,6 +87,7 @@ class Runner {
   const std::vector<PathChoice>& paths() const { return paths_; }
   ThreadPool& pool() { return pool_; }
   const RunnerOptions& options() const { return options_; }
+  void set_batch(uint64_t batch) { options_.batch = batch; }  // chosen once the plan's memory is known
 
  private:
   std::vector<PathChoice> paths_;
@@ -106,6 +108,36 @@ struct RunResult {
 RunResult run_experiment(const std::vector<Point>& points, const std::vector<PathChoice>& paths, uint64_t samples,
                          uint64_t seed, const RunnerOptions& options, bool per_sample = false,
                          uint64_t first_sample = 0);
+
+// What run_experiment does besides computing, each optional: save as it
+// goes and resume from what is saved (driver/checkpoint.hpp), draw a
+// progress bar (its total: run_work()), and stop when `stop` returns a
+// signal number (polled after each batch; what is done is saved first,
+// then signals::Stopped is thrown). Results never depend on any of it.
+class Checkpoint;
+class ProgressBar;
+struct RunControl {
+  Checkpoint* checkpoint = nullptr;
+  ProgressBar* progress = nullptr;
+  std::function<int()> stop;
+};
+RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uint64_t seed, bool per_sample,
+                         const RunControl& control, uint64_t first_sample = 0);
+// Units of work of a run for a progress bar: samples weighted by their cost.
+double run_work(const Plan& plan, uint64_t samples);
+
+// Memory a run holds at its peak, estimated before anything is allocated:
+// a batch of the group that needs most, every sample's metric values of
+// one group, and with per_sample every value of every group in the report.
+struct RunMemory {
+  uint64_t batch = 0;       // the batch's samples, gold, outputs and values
+  uint64_t statistics = 0;  // one group's metric values (all its samples)
+  uint64_t per_sample = 0;  // the report's per-sample values
+  uint64_t total() const { return batch + statistics + per_sample; }
+};
+RunMemory run_memory(const Plan& plan, uint64_t samples, uint64_t batch, bool per_sample);
+// Memory of one sample and its gold (inspect --export holds them all).
+uint64_t sample_memory(const Configuration& config);
 
 // The axes of a task's report entry: the configuration's, path and method.
 nlohmann::json entry_axes(const Group& group, const Task& task, const std::vector<PathChoice>& paths);

@@ -1,0 +1,79 @@
+// A run saved as it goes, so that a killed run loses at most a few seconds
+// of work (docs/reliability.md). One file beside the report holds records
+// appended in order: the run's identity, each finished group's report
+// entries, and, for a group that takes long, blocks of its samples' metric
+// values. Each record carries its length and a checksum: a record cut
+// short by a kill is recognised and dropped. A resume refuses a checkpoint
+// whose identity (everything the results depend on: version, entries,
+// paths, seed, samples) differs from the run's, naming the difference.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/report.hpp"
+
+namespace chunkinv {
+
+class Checkpoint {
+ public:
+  // A new checkpoint at `path` holding `identity` (compared on resume) and
+  // `run` (kept as it is: the command line, the start time).
+  static std::unique_ptr<Checkpoint> create(const std::string& path, const nlohmann::json& identity,
+                                            const nlohmann::json& run);
+  // The checkpoint at `path`; UsageError when it is missing, not a
+  // checkpoint, or of another run (the first difference named).
+  static std::unique_ptr<Checkpoint> open(const std::string& path, const nlohmann::json& identity);
+  ~Checkpoint();
+  Checkpoint(const Checkpoint&) = delete;
+  Checkpoint& operator=(const Checkpoint&) = delete;
+
+  const std::string& path() const { return path_; }
+  const nlohmann::json& run() const { return run_; }
+  size_t groups_finished() const { return finished_.size(); }
+  // The entries of group `g` if it finished, else nullptr.
+  const std::vector<ReportEntry>* finished(size_t g) const;
+  // Samples [0, n) of unfinished group `g` found in blocks, n returned:
+  // per task, values[i * metrics + m] as in BatchResult (moved out).
+  uint64_t take_partial(size_t g, std::vector<std::vector<double>>& values);
+  // Samples of unfinished group `g` saved (found, and written since).
+  uint64_t partial_samples(size_t g) const;
+
+  // Samples [first, first + count) of group `g` (from its first sample):
+  // kept, and written at most every `interval_s` seconds and by flush().
+  void add_block(size_t g, uint64_t first, uint64_t count, const std::vector<std::vector<double>>& values);
+  void flush();
+  // Group `g` is done: its entries are saved, its blocks dropped.
+  void finish_group(size_t g, const std::vector<ReportEntry>& entries);
+  // The report is written: the checkpoint goes.
+  void remove();
+
+  double interval_s = 10;
+
+ private:
+  Checkpoint() = default;
+  void append(uint32_t kind, const std::string& payload);
+  void compact();
+  void reopen();
+
+  std::string path_;
+  int fd_ = -1;
+  nlohmann::json run_;
+  std::map<size_t, std::vector<ReportEntry>> finished_;
+  struct Partial {
+    uint64_t count = 0;
+    std::vector<std::vector<double>> values;
+  };
+  std::map<size_t, Partial> partial_;  // blocks: from the file (values, for a resume) and written since (count)
+  std::string pending_;                // block records not yet written
+  size_t pending_group_ = 0;
+  uint64_t pending_samples_ = 0;
+  bool blocks_on_disk_ = false;
+  double last_write_ = 0;
+};
+
+}  // namespace chunkinv
