@@ -1,17 +1,58 @@
 // chunkinv: a precision lab for the intra-chunk inverse (I + L)^-1.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <filesystem>
+#include <new>
+#include <system_error>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/meta.hpp"
 #include "core/error.hpp"
+#include "core/signals.hpp"
 
 namespace chunkinv::cli {
 namespace {
 Invocation g_invocation;
 int g_exit_status = 0;
+
+constexpr const char* kExitCodes =
+    "Exit status: 0 done; 1 check found a figure worse than the baseline (bench: a GPU path differs from the\n"
+    "emulated one); 2 bad input or environment (a bad option, config, file or output, too little memory),\n"
+    "one line on stderr naming the culprit, and no report written; 3 an internal error: a bug in chunkinv,\n"
+    "please report it with the command line and `chunkinv --version`. Stopped by Ctrl-C or SIGTERM: the\n"
+    "signal's own status (130, 143); temporary files are removed and `run -o FILE` says how to resume.";
+
+// An installed binary finds its data beside it (share/chunkinv/data) when
+// neither CHUNKINV_DATA nor the source tree it was built from says where.
+void find_installed_data() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("CHUNKINV_DATA"); env && *env) return;
+  std::error_code ec;
+  if (fs::exists(fs::path(CHUNKINV_SOURCE_DIR) / "data", ec)) return;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return;
+  const fs::path data = exe.parent_path().parent_path() / "share" / "chunkinv" / "data";
+  if (fs::exists(data, ec)) ::setenv("CHUNKINV_DATA", data.c_str(), 0);
+}
+
+// Whatever went to stdout must have arrived: `table R > /dev/full` fails.
+int check_stdout(int status) {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
+  const int err = errno;  // 0 when the failed write was an earlier one
+  std::fprintf(stderr, "chunkinv: standard output: write failed%s%s%s\n", err ? " (" : "", err ? std::strerror(err) : "",
+               err ? ")" : "");
+  return status == 0 || status == 1 ? 2 : status;
+}
+
 }  // namespace
 const Invocation& invocation() { return g_invocation; }
 void set_exit_status(int status) { g_exit_status = status; }
@@ -20,9 +61,12 @@ void set_exit_status(int status) { g_exit_status = status; }
 int main(int argc, char** argv) {
   using namespace chunkinv;
   for (int i = 0; i < argc; ++i) cli::g_invocation.argv.emplace_back(argv[i]);
+  signals::install();
+  cli::find_installed_data();
 
   CLI::App app{"chunkinv: precision lab for the intra-chunk triangular inverse (I + L)^-1"};
-  app.set_version_flag("--version", std::string(CHUNKINV_VERSION) + " (" + CHUNKINV_GIT_COMMIT_STR + ")");
+  app.set_version_flag("--version", cli::version_line());
+  app.footer(cli::kExitCodes);
   app.require_subcommand(1);
   cli::set_run_command(app);
   cli::set_info_command(app);
@@ -31,23 +75,35 @@ int main(int argc, char** argv) {
   cli::set_check_command(app);
   cli::set_inspect_command(app);
   cli::set_calibrate_command(app);
+  int status = 0;
   try {
     app.parse(argc, argv);
+    status = cli::g_exit_status;
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    status = app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    status = app.exit(e);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    status = app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "chunkinv: %s\n", e.what());
-    return 2;
+    status = 2;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "chunkinv: %s\n", e.what());
-    return 2;
+    status = 2;
+  } catch (const signals::Stopped& s) {
+    cli::check_stdout(0);
+    signals::end_by(s.signal);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "chunkinv: out of memory; use fewer samples or a smaller --batch, or free memory\n");
+    status = 2;
+  } catch (const std::system_error& e) {
+    std::fprintf(stderr, "chunkinv: the system refused: %s\n", e.what());
+    status = 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "chunkinv: internal error: %s\n", e.what());
-    return 3;
+    std::fprintf(stderr, "chunkinv: internal error (a bug: please report it with the command line and `chunkinv --version`): %s\n",
+                 e.what());
+    status = 3;
   }
-  return cli::g_exit_status;
+  return cli::check_stdout(status);
 }

@@ -23,6 +23,13 @@ std::string utc_now() {
   return buf;
 }
 
+std::string version_line() {
+  const std::string commit = CHUNKINV_GIT_COMMIT_STR;
+  return fmt::format("chunkinv {} ({})", CHUNKINV_VERSION, commit.empty() ? "commit unknown" : commit);
+}
+
+nlohmann::json build_identity() { return {{"version", CHUNKINV_VERSION}, {"git_commit", CHUNKINV_GIT_COMMIT_STR}}; }
+
 nlohmann::json make_meta(const std::vector<PathChoice>& paths, int threads, const std::string& started) {
   char host[256] = "";
   ::gethostname(host, sizeof host - 1);

@@ -1,16 +1,23 @@
 // chunkinv run: experiments from config files and/or axes on the command line.
-#include <chrono>
+// Every option is checked before any work; a run with -o FILE is saved as
+// it goes beside the report (FILE.ckpt) and `--resume` finishes it after a
+// kill (docs/reliability.md).
+#include <sys/stat.h>
+
 #include <cstdio>
-#include <ctime>
 #include <iostream>
 #include <optional>
-#include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.hpp"
 #include "cli/meta.hpp"
 #include "core/error.hpp"
+#include "core/limits.hpp"
+#include "core/progress.hpp"
+#include "core/signals.hpp"
+#include "driver/checkpoint.hpp"
 #include "driver/runner.hpp"
 #include "driver/spec.hpp"
 #include "report/report.hpp"
@@ -19,17 +26,19 @@
 namespace chunkinv::cli {
 namespace {
 
+constexpr uint64_t kMaxSamples = 1'000'000'000'000'000;  // 10^15: a sample index stays exact everywhere
+constexpr uint64_t kDefaultBatch = 4096;
+
 struct RunArgs {
   std::vector<std::string> configs;
   std::vector<std::string> axes;
-  std::optional<uint64_t> samples, seed;
+  std::string samples, seed, batch, threads, max_memory, checkpoint_every;
   std::string paths;
   std::string inputs;
   std::string output;
   std::string table_format = "md";
-  int threads = 0;
-  uint64_t batch = 4096;
-  bool per_sample = false, quiet = false, list_families = false, list_methods = false, list_paths = false;
+  bool per_sample = false, quiet = false, dry_run = false, resume = false;
+  bool list_families = false, list_methods = false, list_paths = false;
 };
 
 void list_families() {
@@ -57,10 +66,80 @@ void list_paths() {
   }
 }
 
+// "model_like C=16 d=128 decay_floor=-5"
+std::string describe(const Configuration& c) {
+  std::string s = fmt::format("{} C={} d={}", c.family, c.chunk, c.dim);
+  for (const auto& [k, v] : c.params.items()) s += fmt::format(" {}={}", k, v.is_string() ? v.get<std::string>() : v.dump());
+  return s;
+}
+
+// The command line again, quoted for a POSIX shell.
+std::string shell_command(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const std::string& a : argv) {
+    const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                                          "-_./=:,+@%") == std::string::npos;
+    std::string q = "'";
+    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    s += (s.empty() ? "" : " ") + (plain ? a : q + "'");
+  }
+  return s;
+}
+
+// Memory before anything is allocated: picks the batch when none was given
+// (the default, or less where memory is short) and refuses samples or a
+// batch that cannot fit, saying how many would.
+// `batch_given` 0: none given.
+uint64_t check_memory(const Plan& plan, uint64_t samples, const std::string& samples_name, uint64_t batch_given,
+                      bool per_sample, const MemoryBudget& budget) {
+  const uint64_t usable = budget.bytes / 10 * 9;  // a tenth for the allocator and everything else
+  uint64_t batch = batch_given ? batch_given : kDefaultBatch;
+  if (!batch_given)
+    while (batch > 1 && run_memory(plan, samples, batch, per_sample).batch > usable / 4) batch /= 2;
+  const RunMemory m = run_memory(plan, samples, batch, per_sample);
+  if (m.total() <= usable) return batch;
+  const auto fits = [&](uint64_t s, uint64_t b) { return run_memory(plan, s, b, per_sample).total() <= usable; };
+  const auto largest = [&](uint64_t hi, auto ok) {  // the largest n in [0, hi] with ok(n)
+    uint64_t lo = 0;
+    while (lo < hi) {
+      const uint64_t mid = lo + (hi - lo + 1) / 2;
+      if (ok(mid)) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  };
+  const std::string limit = fmt::format("the {} this process may use ({})", format_bytes(double(budget.bytes)), budget.source);
+  if (!fits(samples, 1)) {
+    const uint64_t most = largest(samples, [&](uint64_t s) { return s == 0 || fits(s, std::min(batch, s)); });
+    throw UsageError(fmt::format(
+        "{} {}: every sample's metric values{} need {}, more than {}; at most {} samples fit (or raise --max-memory "
+        "where more memory is really there)",
+        samples_name, samples, per_sample ? ", kept for the per-sample report," : "",
+        format_bytes(double(m.statistics + m.per_sample)), limit, most));
+  }
+  const uint64_t most = largest(batch, [&](uint64_t b) { return b == 0 || fits(samples, b); });
+  throw UsageError(fmt::format(
+      "--batch {}: a batch of the largest configuration needs {}, {} in all with the statistics, more than {}; at most "
+      "{} samples per batch fit (results do not depend on --batch)",
+      batch, format_bytes(double(m.batch)), format_bytes(double(m.total())), limit, most));
+}
+
 void run(const RunArgs& a) {
   if (a.list_families) return list_families();
   if (a.list_methods) return list_methods();
   if (a.list_paths) return list_paths();
+
+  // Every option first: nothing is computed or written before all are valid.
+  const TableFormat format = parse_table_format(a.table_format);
+  const uint64_t cli_samples = a.samples.empty() ? 0 : parse_count("--samples", a.samples, 1, kMaxSamples);
+  const uint64_t cli_seed = a.seed.empty() ? 0 : parse_count("--seed", a.seed, 0, UINT64_MAX);
+  const uint64_t cli_batch = a.batch.empty() ? 0 : parse_count("--batch", a.batch, 1, kMaxSamples);
+  const int threads = a.threads.empty() ? 0 : int(parse_count("--threads", a.threads, 0, 1024));
+  const double every = a.checkpoint_every.empty() ? 10.0 : double(parse_count("--checkpoint-every", a.checkpoint_every, 0, 86400));
+  if (!a.paths.empty()) parse_paths(a.paths);  // a typo is named even when nothing else is given
+  if (a.configs.empty() && a.axes.empty() && a.inputs.empty())
+    throw UsageError("run: nothing to run; give a config file, -a axes or --inputs (docs/configs.md)");
+
   ExperimentSpec spec;
   spec.name = "cli";
   for (const auto& file : a.configs) {
@@ -76,38 +155,147 @@ void run(const RunArgs& a) {
     spec.grids.push_back({{"family", "file"}, {"inputs", a.inputs}});
   }
   for (const auto& ax : a.axes) apply_axis(spec, ax);
-  if (a.seed) spec.seed = *a.seed;
+  if (!a.seed.empty()) spec.seed = cli_seed;
   const std::vector<PathChoice> paths = parse_paths(a.paths.empty() ? spec.paths : a.paths);
   const auto points = expand(spec);
+  if (points.empty()) throw UsageError("run: nothing to run; the configs and axes give no configuration");
   uint64_t samples = spec.samples;
-  if (a.samples) samples = *a.samples;
-  else if (!a.inputs.empty() && !points.empty())
+  std::string samples_name = a.configs.empty() ? "samples" : "samples (the config's)";
+  if (cli_samples) {
+    samples = cli_samples;
+    samples_name = "--samples";
+  } else if (!a.inputs.empty()) {
     if (auto n = find_family(points[0].config.family).available_samples(points[0].config)) samples = *n;
-  if (samples == 0) throw UsageError("--samples must be at least 1");
-  if (a.batch == 0) throw UsageError("--batch must be at least 1");
+  }
+  if (samples == 0 || samples > kMaxSamples)
+    throw UsageError(fmt::format("{} {}: must be a whole number from 1 to {}", samples_name, samples, kMaxSamples));
 
-  // Claim the output before computing, so a bad path fails now.
-  std::optional<AtomicFile> out;
-  if (!a.output.empty()) out.emplace(a.output);
+  // The destination: a directory, a missing folder, a read-only file or an input is refused now.
+  std::optional<OutputFile> out;
+  if (!a.output.empty()) {
+    out.emplace(a.output);
+    std::vector<std::string> inputs = a.configs;
+    if (!a.inputs.empty()) inputs.push_back(a.inputs);
+    out->refuse_overwriting(inputs);
+  }
+  const bool checkpointed = out && out->replaced_atomically();
+  if (a.resume && !checkpointed)
+    throw UsageError("--resume needs -o FILE (a regular file): the checkpoint lies beside the report");
 
   RunnerOptions opt;
-  opt.threads = a.threads;
-  opt.progress = !a.quiet;
-  opt.batch = a.batch;
-  const std::string started = utc_now();
+  opt.threads = threads;
+  opt.progress = false;  // the bar below covers the whole run
+  opt.batch = cli_batch ? cli_batch : kDefaultBatch;
+  Runner runner(paths, opt);
+  const Plan plan = runner.plan(points);
+  size_t entries = 0;
+  for (const Group& g : plan.groups) entries += g.tasks.size();
+  if (entries == 0)
+    throw UsageError(fmt::format("run: nothing to run; every path skips every method ({})", fmt::join(plan.skipped, "; ")));
+  for (const Group& g : plan.groups)  // data-backed families hold a finite number of samples
+    if (const auto n = find_family(g.config.family).available_samples(g.config); n && samples > *n)
+      throw UsageError(fmt::format("{} {}: family {} holds {} samples at chunk {}; give --samples {} or fewer", samples_name,
+                                   samples, g.config.family, *n, g.config.chunk, *n));
+  const MemoryBudget budget = a.max_memory.empty() ? memory_budget(runner.pool().size())
+                                                   : MemoryBudget{parse_size("--max-memory", a.max_memory), "--max-memory"};
+  runner.set_batch(check_memory(plan, samples, samples_name, cli_batch, a.per_sample, budget));
+
+  // What the results depend on: a resume must match it exactly.
+  nlohmann::json identity = build_identity();
+  identity["experiment"] = spec.name;
+  identity["seed"] = spec.seed;
+  identity["samples"] = samples;
+  identity["per_sample"] = a.per_sample;
+  std::vector<std::string> labels;
+  for (const PathChoice& p : runner.paths()) labels.push_back(p.label());
+  identity["paths"] = labels;
+  identity["entries"] = nlohmann::json::array();
+  for (const Group& g : plan.groups)
+    for (const Task& t : g.tasks) identity["entries"].push_back(entry_axes(g, t, runner.paths()));
+
+  const std::string ckpt_path = checkpointed ? sibling_path(out->target(), ".ckpt") : std::string();
+  struct stat st;
+  if (checkpointed && !a.resume && ::lstat(ckpt_path.c_str(), &st) == 0)
+    throw UsageError(fmt::format("output {}: {} holds an unfinished run; add --resume to finish it, or delete it to start over",
+                                 a.output, ckpt_path));
+  std::unique_ptr<Checkpoint> ckpt;
+  if (a.resume) ckpt = Checkpoint::open(ckpt_path, identity);
+
+  if (a.dry_run) {
+    const RunMemory m = run_memory(plan, samples, runner.options().batch, a.per_sample);
+    fmt::print("{}: {} configurations, {} report entries, {} samples each, seed {}, paths {}\n", spec.name,
+               plan.groups.size(), entries, samples, spec.seed, fmt::join(labels, ", "));
+    for (size_t i = 0; i < plan.groups.size(); ++i) {
+      const Group& g = plan.groups[i];
+      std::vector<std::string> tasks;
+      for (const Task& t : g.tasks) {
+        const auto ax = entry_axes(g, t, runner.paths());
+        tasks.push_back(ax["path"].get<std::string>() + "/" + ax["method"].get<std::string>());
+      }
+      const std::string saved = !ckpt ? ""
+                                : ckpt->finished(i) ? " (saved)"
+                                : ckpt->partial_samples(i) ? fmt::format(" ({} samples saved)", ckpt->partial_samples(i))
+                                                           : "";
+      fmt::print("  {}: {}{}\n", describe(g.config), fmt::join(tasks, ", "), saved);
+    }
+    for (const auto& why : plan.skipped) fmt::print("skipped: {}\n", why);
+    fmt::print("memory: about {} at the peak (batch {}); this process may use {} ({})\n", format_bytes(double(m.total())),
+               runner.options().batch, format_bytes(double(budget.bytes)), budget.source);
+    if (out) fmt::print("report: {}{}\n", a.output, checkpointed ? fmt::format(", saved as it goes in {}", ckpt_path) : "");
+    return;
+  }
+
+  const std::string now = utc_now();
+  std::vector<std::string> argv = invocation().argv;
+  std::string started = now;
+  if (ckpt) {  // the report says what the first part of the run was
+    argv = ckpt->run().value("argv", argv);
+    started = ckpt->run().value("started", now);
+  } else if (checkpointed) {
+    ckpt = Checkpoint::create(ckpt_path, identity, {{"argv", argv}, {"started", started}});
+  }
+  if (ckpt) ckpt->interval_s = every;
+  if (!a.quiet)
+    for (const auto& why : plan.skipped) std::fprintf(stderr, "skipped: %s\n", why.c_str());
+
+  ProgressBar bar(run_work(plan, samples), !a.quiet);
+  // With a checkpoint, the first Ctrl-C stops after the batch and saves it.
+  std::optional<signals::StopPoint> stop_point;
+  if (ckpt) stop_point.emplace();
+  RunControl control{ckpt.get(), &bar, ckpt ? std::function<int()>([] { return signals::received(); }) : nullptr};
+  RunResult result;
+  try {
+    result = run_experiment(runner, plan, samples, spec.seed, a.per_sample, control);
+  } catch (const signals::Stopped& s) {
+    bar.finish();
+    size_t done = ckpt->groups_finished();
+    const uint64_t part = done < plan.groups.size() ? ckpt->partial_samples(done) : 0;
+    std::vector<std::string> again = invocation().argv;
+    if (!a.resume) again.push_back("--resume");
+    std::fprintf(stderr, "chunkinv: stopped by %s; %zu of %zu configurations%s are saved in %s; finish with: %s\n",
+                 signals::name(s.signal).c_str(), done, plan.groups.size(),
+                 part ? fmt::format(" and {} samples of the next", part).c_str() : "", ckpt_path.c_str(),
+                 shell_command(again).c_str());
+    throw;
+  }
+  bar.finish();
+
   Report report;
-  RunResult result = run_experiment(points, paths, samples, spec.seed, opt, a.per_sample);
-  for (const auto& why : result.skipped) std::fprintf(stderr, "skipped: %s\n", why.c_str());
   report.results = std::move(result.entries);
-  report.meta = make_meta(paths, opt.threads, started);
+  report.meta = make_meta(paths, runner.pool().size(), started);
+  report.meta["argv"] = argv;
+  if (a.resume) report.meta["resumed"] = now;
   if (!result.skipped.empty()) report.meta["skipped"] = result.skipped;
   report.meta["seed"] = spec.seed;
   report.meta["samples"] = samples;
   report.meta["experiment"] = spec.name;
-  if (out) out->commit(report_to_json(report).dump(1) + "\n");
-
+  if (out) {
+    out->commit(report_to_json(report).dump(1) + "\n");
+    if (ckpt) ckpt->remove();  // kept when the report could not be written: --resume writes it without computing
+  }
+  if (a.quiet || (out && out->to_stdout())) return;
   const Table t = build_table({{a.output.empty() ? spec.name : a.output, report}}, "summary");
-  std::cout << format_table(t, parse_table_format(a.table_format));
+  std::cout << format_table(t, format);
   if (out) std::fprintf(stderr, "report written to %s\n", out->path().c_str());
 }
 
@@ -118,16 +306,24 @@ void set_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Run experiments: configs and/or axes -> JSON report and a summary table");
   cmd->add_option("config", args->configs, "experiment config files (JSON, see docs/configs.md)")->check(CLI::ExistingFile);
   cmd->add_option("-a,--axis", args->axes, "axis override: name=value, name=[v1,v2], name=[start:stop:step]");
-  cmd->add_option("--samples", args->samples, "samples per configuration (default: the config's, else 1000)");
-  cmd->add_option("--seed", args->seed, "seed (default: the config's, else 0)");
+  cmd->add_option("--samples", args->samples, "samples per configuration, 1 to 10^15 (default: the config's, else 1000)");
+  cmd->add_option("--seed", args->seed, "seed, 0 to 2^64-1 (default: the config's, else 0)");
   cmd->add_option("--paths", args->paths, "comma-separated: gold, emulated, kernel, cublas, all; options as kernel:version=1");
   cmd->add_option("--inputs", args->inputs, "tensor set: a directory of keys/g/beta .npy, or an .npz or .safetensors file");
-  cmd->add_option("-o,--output", args->output, "write the JSON report here (atomically)");
+  cmd->add_option("-o,--output", args->output,
+                  "write the JSON report here (a file is replaced atomically; - for stdout); saved as it goes in FILE.ckpt");
   cmd->add_option("--format", args->table_format, "summary table format: md, latex, csv");
-  cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--batch", args->batch, "samples per batch (memory bound; results do not depend on it)");
+  cmd->add_option("--threads", args->threads, "worker threads, 0 to 1024 (default 0: all cores)");
+  cmd->add_option("--batch", args->batch,
+                  "samples per batch (default 4096, less where memory is short; results do not depend on it)");
+  cmd->add_option("--max-memory", args->max_memory,
+                  "memory this run may use, e.g. 8G (default: what ulimit, the cgroup and MemAvailable leave)");
   cmd->add_flag("--per-sample", args->per_sample, "keep every sample's metric values in the report");
-  cmd->add_flag("-q,--quiet", args->quiet, "no progress line");
+  cmd->add_flag("--resume", args->resume, "finish a run that was stopped or killed, from FILE.ckpt (same options as it had)");
+  cmd->add_option("--checkpoint-every", args->checkpoint_every,
+                  "seconds between saves of a long configuration's finished samples (default 10)");
+  cmd->add_flag("--dry-run", args->dry_run, "list the configurations, entries and memory a run would take; compute nothing");
+  cmd->add_flag("-q,--quiet", args->quiet, "print nothing but errors (no progress bar, no table)");
   cmd->add_flag("--list-families", args->list_families, "list the input families and their axes");
   cmd->add_flag("--list-methods", args->list_methods, "list the inverse methods (the method axis)");
   cmd->add_flag("--list-paths", args->list_paths, "list the arithmetic paths and whether this machine runs them");

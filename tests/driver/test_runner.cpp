@@ -10,6 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <csignal>
+
+#include "core/signals.hpp"
+#include "driver/checkpoint.hpp"
 #include "driver/runner.hpp"
 #include "driver/spec.hpp"
 #include "inputs/family.hpp"
@@ -112,7 +116,7 @@ TEST(Run, SampleIsAPureFunctionOfSeedAndIndex) {
 TEST(RunCli, TinyRunWritesAParsableReport) {
   const fs::path out = temp_dir() / "tiny.json";
   const Proc p = sh("run -a family=floor -a 'chunk=[8,19]' -a dim=32 --samples 4 --seed 1 --paths gold,emulated "
-                    "--threads 2 -q -o " + out.string());
+                    "--threads 2 -o " + out.string());
   ASSERT_EQ(p.status, 0) << p.out;
   EXPECT_NE(p.out.find("| Chunk"), std::string::npos) << "a summary table on stdout";
   std::ifstream in(out);
@@ -270,4 +274,63 @@ TEST(RunCli, RunInspectAndBenchMeasureTheSameSample) {
   const Proc s = sh("run " + axes + "--samples 2 --paths emulated,gold --list-methods");
   EXPECT_NE(s.out.find("fwdsub_fp32:"), std::string::npos) << s.out;
   fs::remove_all(d);
+}
+
+// A run stopped after any batch (inside a configuration, at its last batch,
+// between two) and resumed from its checkpoint with other threads and
+// batches gives the uninterrupted run's entries, per sample included.
+TEST(Run, SameResultsAtEveryResumePoint) {
+  const auto cfg = configs_of({"family=[floor,model_like]", "chunk=[8,17]", "dim=32"});
+  const auto paths = parse_paths("gold,emulated");
+  RunnerOptions whole;
+  whole.threads = 1;
+  Report want;
+  want.results = run_experiment(cfg, paths, 23, 5, whole, true).entries;
+  const fs::path d = temp_dir() / "resume-points";
+  fs::create_directories(d);
+  // 4 configurations of 23 samples in batches of 4: 6 batches each, 24 in all.
+  for (int stop_after : {1, 5, 6, 7, 13, 18, 24}) {
+    const std::string file = (d / ("c" + std::to_string(stop_after))).string();
+    const nlohmann::json identity = {{"case", stop_after}};
+    {
+      RunnerOptions o;
+      o.threads = 2;
+      o.batch = 4;
+      Runner runner(paths, o);
+      auto ck = Checkpoint::create(file, identity, nlohmann::json::object());
+      ck->interval_s = stop_after % 2 ? 0 : 1000;  // every batch saved, or only when stopping
+      int batches = 0;
+      const RunControl stop{ck.get(), nullptr, [&] { return ++batches == stop_after ? SIGINT : 0; }};
+      EXPECT_THROW(run_experiment(runner, runner.plan(cfg), 23, 5, true, stop), signals::Stopped) << stop_after;
+      EXPECT_EQ(batches, stop_after);
+    }
+    RunnerOptions o;
+    o.threads = 3;
+    o.batch = 7;
+    Runner runner(paths, o);
+    auto ck = Checkpoint::open(file, identity);
+    EXPECT_EQ(ck->groups_finished(), size_t((stop_after - 1) / 6)) << stop_after;
+    const RunControl resume{ck.get(), nullptr, nullptr};
+    Report got;
+    got.results = run_experiment(runner, runner.plan(cfg), 23, 5, true, resume).entries;
+    EXPECT_EQ(report_to_json(want).dump(), report_to_json(got).dump()) << "stopped after batch " << stop_after;
+  }
+  EXPECT_THROW(Checkpoint::open((d / "c1").string(), {{"case", 2}}), UsageError);
+  fs::remove_all(d);
+}
+
+// Memory is estimated before anything is allocated: more samples, a larger
+// batch or per-sample values need more, and a batch is bounded by samples.
+TEST(Run, MemoryEstimateGrowsWithWhatIsHeld) {
+  RunnerOptions o;
+  o.threads = 1;
+  Runner runner(parse_paths("gold,emulated"), o);
+  const Plan small = runner.plan(configs_of({"chunk=16", "dim=32"})), big = runner.plan(configs_of({"chunk=64", "dim=128"}));
+  EXPECT_LT(run_memory(small, 1000, 100, false).total(), run_memory(small, 2000, 100, false).total());
+  EXPECT_LT(run_memory(small, 1000, 100, false).batch, run_memory(small, 1000, 200, false).batch);
+  EXPECT_EQ(run_memory(small, 10, 100, false).batch, run_memory(small, 10, 10, false).batch);
+  EXPECT_LT(run_memory(small, 1000, 100, false).total(), run_memory(small, 1000, 100, true).total());
+  EXPECT_LT(run_memory(small, 1000, 100, false).batch, run_memory(big, 1000, 100, false).batch);
+  // At C=64, d=128 a sample's keys alone are 64 KiB: a batch of 4096 holds more than 4096 of them.
+  EXPECT_GT(run_memory(big, 4096, 4096, false).batch, 4096u * 64 * 128 * 8);
 }
