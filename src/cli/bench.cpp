@@ -11,7 +11,9 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -20,6 +22,8 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/fp.hpp"
+#include "core/limits.hpp"
+#include "core/progress.hpp"
 #include "driver/runner.hpp"
 #include "driver/spec.hpp"
 #include "gpu/gpu.hpp"
@@ -40,6 +44,26 @@ struct BenchArgs {
   std::string paths = "all";
   std::string format = "text";
   std::string output;
+  bool quiet = false;
+  // As given: read strictly (a negative --samples is an error) before any work.
+  std::string samples_text, cpu_samples_text, validate_text, repeat_text, seed_text, threads_text, max_memory;
+};
+
+// Moves the progress bar as a timed or validating run goes.
+class Counted final : public Sink {
+ public:
+  Counted(Sink& inner, ProgressBar& bar, std::string what) : inner_(inner), bar_(bar), what_(std::move(what)) {}
+  void begin(const Group& g, uint64_t n) override { inner_.begin(g, n); }
+  void consume(const BatchResult& b) override {
+    inner_.consume(b);
+    bar_.advance(double(b.samples.size()), what_);
+  }
+  void end(const Group& g) override { inner_.end(g); }
+
+ private:
+  Sink& inner_;
+  ProgressBar& bar_;
+  std::string what_;
 };
 
 double median_of(std::vector<double> v) {
@@ -139,6 +163,32 @@ void bench(const BenchArgs& a) {
   for (const auto& ax : a.axes) apply_axis(spec, ax);
   const std::vector<Point> points = expand(spec);
   std::vector<PathChoice> chosen = parse_paths(a.paths);
+  std::optional<OutputFile> out;  // a bad destination fails now, not after the timings
+  if (!a.output.empty()) out.emplace(a.output);
+
+  // Each timed run holds all its samples at once: refuse what cannot fit before
+  // any work, and count the work for the progress bar.
+  double work = 0;
+  {
+    const MemoryBudget budget = a.max_memory.empty() ? memory_budget(a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency()))
+                                                     : MemoryBudget{parse_size("--max-memory", a.max_memory), "--max-memory"};
+    RunnerOptions one;
+    one.threads = 1;
+    for (const PathChoice& choice : chosen) {
+      const bool gpu = choice.spec->device == Device::kGpu;
+      const uint64_t n = gpu ? a.samples : std::min(a.samples, a.cpu_samples);
+      const Plan plan = Runner({choice}, one).plan(points);
+      const uint64_t need = run_memory(plan, n, n, false).batch;
+      if (need > budget.bytes / 10 * 9)
+        throw UsageError(fmt::format("{} {}: a timed run of path {} holds all its samples at once, {}, more than the {} "
+                                     "this process may use ({}); use fewer (or raise --max-memory)",
+                                     gpu ? "--samples" : "--cpu-samples", n, choice.label(), format_bytes(double(need)),
+                                     format_bytes(double(budget.bytes)), budget.source));
+      for (size_t g = 0; g < plan.groups.size(); ++g)
+        work += double(n) * (a.repeat + (gpu ? 1 : 0)) + (gpu ? double(std::min(a.validate, n)) : 0.0);
+    }
+  }
+  ProgressBar bar(work, !a.quiet);
 
   // Validation against the emulated path, on the first samples of each configuration.
   std::vector<PathChoice> vpaths{{&ValidateSink::emulated_spec(), {}}};
@@ -173,20 +223,23 @@ void bench(const BenchArgs& a) {
         for (const Group& vg : vplan.groups)
           if (vg.config == g.config) {
             ValidateSink vs(validator.paths());
-            validator.run(vg, a.seed, {0, std::min(a.validate, n)}, vs);
+            Counted counted(vs, bar, choice.label() + ": validating");
+            validator.run(vg, a.seed, {0, std::min(a.validate, n)}, counted);
             for (const auto& [key, ag] : vs.agreement)
               if (validator.paths()[key.first].spec == choice.spec) agree[key.second] = ag;
           }
       }
       if (gpu) {  // warm-up: buffers, module load
         TimingSink warm(1);
-        runner.run(g, a.seed, {0, n}, warm);
+        Counted counted(warm, bar, choice.label() + ": warm-up");
+        runner.run(g, a.seed, {0, n}, counted);
       }
       std::vector<TimingSink> runs;
       for (int k = 0; k < a.repeat; ++k) {
         runs.emplace_back(1);
+        Counted counted(runs.back(), bar, choice.label());
         const auto t0 = std::chrono::steady_clock::now();
-        runner.run(g, a.seed, {0, n}, runs.back());
+        runner.run(g, a.seed, {0, n}, counted);
         runs.back().total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       }
       auto med = [&](auto get) {
@@ -220,7 +273,9 @@ void bench(const BenchArgs& a) {
       }
     }
   }
-  for (const auto& s : skipped) std::fprintf(stderr, "skipped: %s\n", s.c_str());
+  bar.finish();
+  if (!a.quiet)
+    for (const auto& s : skipped) std::fprintf(stderr, "skipped: %s\n", s.c_str());
 
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
   nlohmann::json j = {{"samples", a.samples}, {"cpu_samples", a.cpu_samples}, {"validate_samples", a.validate},
@@ -250,11 +305,9 @@ void bench(const BenchArgs& a) {
                                     {"gold_l_INV", share(r.agree.gold_l, r.agree.gold_l_n)}};
     j["results"].push_back(p);
   }
-  if (!a.output.empty()) {
-    AtomicFile out(a.output);
-    out.commit(j.dump(1) + "\n");
-  }
-  if (a.format == "json") {
+  if (out) out->commit(j.dump(1) + "\n");
+  if (a.quiet || (out && out->to_stdout())) {  // the JSON is the output
+  } else if (a.format == "json") {
     fmt::print("{}\n", j.dump(1));
   } else {
     fmt::print("bench: {} samples per GPU run, {} per CPU run, {} threads, median of {}\n", a.samples,
@@ -295,16 +348,28 @@ void set_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Time each usable path and method (validated against the emulated path first)");
   cmd->add_option("-a,--axis", args->axes, "axis, as for run: name=value, name=[v1,v2], name=[start:stop:step] "
                                            "(default family=floor, chunk=16, dim=128, method=neumann)");
-  cmd->add_option("--samples", args->samples, "samples per timed run of the GPU paths (default 65536)");
-  cmd->add_option("--cpu-samples", args->cpu_samples, "at most this many for the CPU paths (default 4096)");
-  cmd->add_option("--validate", args->validate, "samples checked against the emulated path first (default 256)");
-  cmd->add_option("--repeat", args->repeat, "timed runs per path; the median is reported (default 5)");
-  cmd->add_option("--seed", args->seed, "seed (default 0)");
-  cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--samples", args->samples_text, "samples per timed run of the GPU paths (default 65536)");
+  cmd->add_option("--cpu-samples", args->cpu_samples_text, "at most this many for the CPU paths (default 4096)");
+  cmd->add_option("--validate", args->validate_text, "samples checked against the emulated path first (default 256)");
+  cmd->add_option("--repeat", args->repeat_text, "timed runs per path, 1 to 1000; the median is reported (default 5)");
+  cmd->add_option("--seed", args->seed_text, "seed (default 0)");
+  cmd->add_option("--threads", args->threads_text, "worker threads, 0 to 1024 (default 0: all cores)");
+  cmd->add_option("--max-memory", args->max_memory, "memory a timed run may use, e.g. 8G (default: what is free)");
+  cmd->add_flag("-q,--quiet", args->quiet, "print nothing but errors (no progress bar; the results only with -o)");
   cmd->add_option("--paths", args->paths, "comma-separated paths, or all usable (default)");
   cmd->add_option("--format", args->format, "text or json")->check(CLI::IsMember({"text", "json"}));
-  cmd->add_option("-o,--output", args->output, "also write the JSON here (atomically)");
-  cmd->callback([args] { bench(*args); });
+  cmd->add_option("-o,--output", args->output, "also write the JSON here (replaced atomically; - for stdout)");
+  cmd->callback([args] {
+    BenchArgs a = *args;
+    constexpr uint64_t kMax = 1'000'000'000'000;
+    if (!a.samples_text.empty()) a.samples = parse_count("--samples", a.samples_text, 1, kMax);
+    if (!a.cpu_samples_text.empty()) a.cpu_samples = parse_count("--cpu-samples", a.cpu_samples_text, 1, kMax);
+    if (!a.validate_text.empty()) a.validate = parse_count("--validate", a.validate_text, 0, kMax);
+    if (!a.repeat_text.empty()) a.repeat = int(parse_count("--repeat", a.repeat_text, 1, 1000));
+    if (!a.seed_text.empty()) a.seed = parse_count("--seed", a.seed_text, 0, UINT64_MAX);
+    if (!a.threads_text.empty()) a.threads = int(parse_count("--threads", a.threads_text, 0, 1024));
+    bench(a);
+  });
 }
 
 }  // namespace chunkinv::cli

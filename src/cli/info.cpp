@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/meta.hpp"
 #include "core/error.hpp"
 #include "arith/decay.hpp"
 #include "gpu/gpu.hpp"
@@ -31,6 +32,7 @@ nlohmann::json info_json() {
                     {"memory_bytes", d.memory_bytes}});
   return {{"tool", "chunkinv"},
           {"version", CHUNKINV_VERSION},
+          {"git_commit", build_identity()["git_commit"]},
           {"compiler", CHUNKINV_COMPILER},
           {"cuda_built", gpu::built()},
           {"paths", path_names()},
@@ -44,13 +46,14 @@ nlohmann::json info_json() {
 }
 
 void info(const InfoArgs& a) {
+  if (a.format != "text" && a.format != "json")
+    throw UsageError("info: --format must be text or json, not \"" + a.format + "\"");
   const nlohmann::json j = info_json();
   if (a.format == "json") {
     fmt::print("{}\n", j.dump(1));
     return;
   }
-  if (a.format != "text") throw UsageError("info: --format must be text or json, not \"" + a.format + "\"");
-  fmt::print("chunkinv {} ({})\n", CHUNKINV_VERSION, CHUNKINV_COMPILER);
+  fmt::print("{}, {}\n", version_line(), CHUNKINV_COMPILER);
   fmt::print("paths:        {}\n", fmt::join(path_names(), ", "));
   fmt::print("paths usable: {}\n", fmt::join(path_names_usable(), ", "));
   fmt::print("methods:      {}\n", fmt::join(method_names(), ", "));

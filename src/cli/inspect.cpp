@@ -5,6 +5,7 @@
 // as `run`, so what is shown is what `run` measures.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -13,6 +14,7 @@
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
+#include "core/limits.hpp"
 #include "core/thread_pool.hpp"
 #include "driver/runner.hpp"
 #include "driver/spec.hpp"
@@ -37,6 +39,7 @@ struct InspectArgs {
   std::string format = "text";
   std::string export_path;
   uint64_t count = 1;
+  std::string seed_text, index_text, count_text, max_memory;  // as given; read strictly before any work
 };
 
 // Everything shown for one (path, method), or the gold's own entry.
@@ -201,8 +204,23 @@ void inspect(const InspectArgs& a) {
 
   if (!a.export_path.empty()) {  // samples [index, index + count) as a tensor set, nothing shown
     if (a.count == 0) throw UsageError("--count must be at least 1");
+    if (a.index > UINT64_MAX - a.count)
+      throw UsageError(fmt::format("--count {} from --index {}: runs past the last sample index", a.count, a.index));
     if (const auto n = fam.available_samples(cfg); n && a.index + a.count > *n)
       throw UsageError(fmt::format("--count {} from --index {}: family {} holds {} samples", a.count, a.index, cfg.family, *n));
+    std::error_code ec;  // a file that does not exist yet is no input
+    if (!a.inputs.empty() && std::filesystem::equivalent(a.inputs, a.export_path, ec))
+      throw UsageError(fmt::format("--export {}: is the --inputs being read; write elsewhere", a.export_path));
+    // Every sample is held, then its tensors: refuse before allocating what cannot fit.
+    const MemoryBudget budget = a.max_memory.empty() ? memory_budget(1)
+                                                     : MemoryBudget{parse_size("--max-memory", a.max_memory), "--max-memory"};
+    const uint64_t per = 2 * sample_memory(cfg) + uint64_t(cfg.chunk) * uint64_t(cfg.dim) * 8;
+    const uint64_t usable = budget.bytes / 10 * 9, most = usable / per;
+    if (a.count > most)
+      throw UsageError(fmt::format("--count {}: exporting holds every sample and its tensors, {}, more than the {} this "
+                                   "process may use ({}); at most {} samples of C={}, d={} fit (or raise --max-memory)",
+                                   a.count, format_bytes(double(a.count) * double(per)), format_bytes(double(budget.bytes)),
+                                   budget.source, most, cfg.chunk, cfg.dim));
     std::vector<Sample> samples;
     for (uint64_t i = 0; i < a.count; ++i) samples.push_back(fam.make(cfg, a.seed, a.index + i));
     write_tensor_set(a.export_path, samples);
@@ -303,15 +321,23 @@ void set_inspect_command(CLI::App& app) {
   cmd->add_option("--inputs", args->inputs, "tensor set (directory of .npy, .npz or .safetensors): show its sample --index");
   cmd->add_option("--family", args->family, "a family (default model_like) whose sample --sample of --seed is shown");
   cmd->add_option("-a,--axis", args->axes, "axis: name=value (one value each; method may list several)");
-  cmd->add_option("--seed", args->seed, "seed (default 0)");
-  cmd->add_option("--index,--sample", args->index, "which sample (default 0)");
+  cmd->add_option("--seed", args->seed_text, "seed (default 0)");
+  cmd->add_option("--index,--sample", args->index_text, "which sample (default 0)");
   cmd->add_option("--paths", args->paths, "comma-separated paths (default: every usable one); the gold is always shown");
   cmd->add_option("--format", args->format, "text (default) or json");
   cmd->add_option("--export", args->export_path,
                   "write the sample (and the next --count - 1) as a tensor set here instead of showing it: a directory "
                   "of .npy unless the path ends in .npz or .safetensors");
-  cmd->add_option("--count", args->count, "samples to --export (default 1)");
-  cmd->callback([args] { inspect(*args); });
+  cmd->add_option("--count", args->count_text, "samples to --export (default 1)");
+  cmd->add_option("--max-memory", args->max_memory, "memory --export may use, e.g. 8G (default: what is free)");
+  cmd->callback([args] {
+    InspectArgs a = *args;
+    if (!a.seed_text.empty()) a.seed = parse_count("--seed", a.seed_text, 0, UINT64_MAX);
+    if (!a.index_text.empty()) a.index = parse_count("--index", a.index_text, 0, UINT64_MAX);
+    if (!a.count_text.empty()) a.count = parse_count("--count", a.count_text, 1, UINT64_MAX);
+    if (a.count_text.size() && a.export_path.empty()) throw UsageError("--count goes with --export");
+    inspect(a);
+  });
 }
 
 }  // namespace chunkinv::cli

@@ -28,7 +28,10 @@ void run_table(const TableOptions& o) {
     build_table({}, o.preset);  // throws the error naming the nearest preset
   }
   std::unique_ptr<AtomicFile> out;
-  if (!o.output.empty()) out = std::make_unique<AtomicFile>(o.output);
+  if (!o.output.empty()) {
+    out = std::make_unique<AtomicFile>(o.output);
+    out->refuse_overwriting(o.reports);  // `table R -o R` would replace the report by its table
+  }
 
   std::vector<NamedReport> reports;
   for (const auto& path : o.reports) reports.push_back({path, read_report(path)});
@@ -50,7 +53,7 @@ void set_table_command(CLI::App& app) {
   cmd->add_option("--preset,-p", o->preset,
                   fmt::format("table layout: {}", fmt::join(table_presets(), ", ")))
       ->capture_default_str();
-  cmd->add_option("-o,--output", o->output, "write to FILE (atomically) instead of stdout");
+  cmd->add_option("-o,--output", o->output, "write to FILE (replaced atomically; - for stdout) instead of stdout");
   cmd->callback([o] { run_table(*o); });
 }
 
