@@ -16,6 +16,10 @@ extern const MethodSpec kFwdsubFp32Method;
 extern const MethodSpec kFlaSolveTrilMethod;
 extern const MethodSpec kBlockwiseMethod;
 extern const MethodSpec kNeumannSeriesMethod;
+extern const MethodSpec kDoublingMethod;
+extern const MethodSpec kPatersonStockmeyerMethod;
+extern const MethodSpec kHornerMethod;
+extern const MethodSpec kBlockNestedMethod;
 
 namespace {
 const MethodSpec* const kMethods[] = {
@@ -24,6 +28,10 @@ const MethodSpec* const kMethods[] = {
     &kFlaSolveTrilMethod,        // fla solve_tril: FP32 16x16 substitution, block-substitution merge
     &kBlockwiseMethod,           // cuDNN blockwise: 8/16 diagonal blocks, BF16 mma merges
     &kNeumannSeriesMethod,       // truncated Neumann series / product form, FP16/BF16/FP32
+    &kDoublingMethod,            // tt-metal invert_doubling: (I+N)(I+N^2)(I+N^4)...
+    &kPatersonStockmeyerMethod,  // tt-metal invert_block_ps4: Paterson-Stockmeyer
+    &kHornerMethod,              // tt-metal Horner: I + N(I + N(...))
+    &kBlockNestedMethod,         // tt-metal invert_block_nested: three nested block levels
     &kExactMethod,       // FP64 triangular solve (the gold's own inverse)
 };
 }  // namespace
