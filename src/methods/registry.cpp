@@ -20,6 +20,7 @@ extern const MethodSpec kDoublingMethod;
 extern const MethodSpec kPatersonStockmeyerMethod;
 extern const MethodSpec kHornerMethod;
 extern const MethodSpec kBlockNestedMethod;
+extern const MethodSpec kResidualNeumannMethod;
 
 namespace {
 const MethodSpec* const kMethods[] = {
@@ -32,6 +33,7 @@ const MethodSpec* const kMethods[] = {
     &kPatersonStockmeyerMethod,  // tt-metal invert_block_ps4: Paterson-Stockmeyer
     &kHornerMethod,              // tt-metal Horner: I + N(I + N(...))
     &kBlockNestedMethod,         // tt-metal invert_block_nested: three nested block levels
+    &kResidualNeumannMethod,     // "Good enough": masked truncated Neumann + residual correction
     &kExactMethod,       // FP64 triangular solve (the gold's own inverse)
 };
 }  // namespace
