@@ -1,39 +1,88 @@
 #!/usr/bin/env bash
 # Sourced by run.sh and test.sh: installs what is missing (Debian/Ubuntu,
-# when it can), then configures and builds into build/ (CUDA paths too when
-# nvcc is found).
+# when it can), then configures and builds into $BUILD_DIR (default build/),
+# saying what it does at each step on stderr.
+#   SETUP_TARGET      what to build (default: everything, the tests too;
+#                     run.sh builds only the chunkinv binary)
+#   SETUP_TESTS       ON: the tests are configured (GoogleTest needed);
+#                     AUTO (run.sh): kept as the build folder has them, OFF in a new one
+#   CHUNKINV_CUDA     ON or OFF: the GPU paths; default ON where an NVIDIA
+#                     driver is loaded and nvcc is found, else OFF
+# A second run checks the few headers, skips the configuration and
+# rebuilds only what changed: seconds.
 set -euo pipefail
 
+say() { printf 'setup: %s\n' "$*" >&2; }
+BUILD_DIR="${BUILD_DIR:-build}"
+SETUP_TESTS="${SETUP_TESTS:-ON}"
+SETUP_TARGET="${SETUP_TARGET:-}"
+
+tests=$SETUP_TESTS
+if [ "$tests" = AUTO ]; then
+  tests=OFF
+  if [ -f "$BUILD_DIR/CMakeCache.txt" ] && grep -q '^BUILD_TESTING:BOOL=ON' "$BUILD_DIR/CMakeCache.txt"; then tests=ON; fi
+fi
+
+say "checking the build tools and libraries"
 need=()
 have_header() { [ -e "/usr/include/$1" ] || [ -e "/usr/local/include/$1" ]; }
 command -v cmake > /dev/null || need+=(cmake)
 command -v g++ > /dev/null || need+=(g++)
+command -v make > /dev/null || command -v ninja > /dev/null || need+=(make)
 have_header eigen3/Eigen/Core || need+=(libeigen3-dev)
 have_header CLI/CLI.hpp || need+=(libcli11-dev)
 have_header fmt/format.h || need+=(libfmt-dev)
 have_header nlohmann/json.hpp || need+=(nlohmann-json3-dev)
-have_header gtest/gtest.h || need+=(libgtest-dev)
 have_header zlib.h || need+=(zlib1g-dev)
+if [ "$tests" = ON ]; then have_header gtest/gtest.h || need+=(libgtest-dev); fi
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   if command -v apt-get > /dev/null; then
-    echo "setup: installing ${need[*]}" >&2
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" > /dev/null
+    say "installing ${need[*]} with apt-get"
+    $sudo apt-get update -q 2>&1 | sed -u 's/^/setup: apt: /' >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${need[@]}" 2>&1 |
+      sed -un 's/^\(Get:[0-9]*\|Unpacking\|Setting up\) \([^ ]*\).*/setup: apt: \1 \2/p' >&2
   else
-    echo "setup: missing ${need[*]}; install them with your package manager" >&2
+    say "missing ${need[*]}; install them with your package manager"
     exit 1
   fi
 fi
 
-# nvcc is often installed outside PATH.
+# The GPU paths: only where a GPU driver is loaded, unless asked for.
 if ! command -v nvcc > /dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
-  export PATH="/usr/local/cuda/bin:$PATH"
+  export PATH="/usr/local/cuda/bin:$PATH"  # nvcc is often installed outside PATH
+fi
+cuda="${CHUNKINV_CUDA:-}"
+if [ -z "$cuda" ]; then
+  if [ -e /proc/driver/nvidia/version ] || timeout 10 nvidia-smi -L > /dev/null 2>&1; then
+    cuda=ON
+    command -v nvcc > /dev/null || { cuda=OFF; say "an NVIDIA driver but no nvcc: building the CPU paths only"; }
+  else
+    cuda=OFF
+    say "no NVIDIA driver: building the CPU paths only (CHUNKINV_CUDA=ON builds the GPU paths anyway)"
+  fi
 fi
 
-BUILD_DIR="${BUILD_DIR:-build}"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release > "$BUILD_DIR.configure.log" 2>&1 ||
-  { cat "$BUILD_DIR.configure.log" >&2; exit 1; }
-cmake --build "$BUILD_DIR" -j "$(nproc)" > "$BUILD_DIR.build.log" 2>&1 ||
-  { grep -E -A5 'error' "$BUILD_DIR.build.log" | head -60 >&2; echo "setup: build failed, see $BUILD_DIR.build.log" >&2; exit 1; }
+cached() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt" 2> /dev/null; }
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || [ "$(cached CHUNKINV_CUDA)" != "$cuda" ] || [ "$(cached BUILD_TESTING)" != "$tests" ]; then
+  say "configuring into $BUILD_DIR/ (GPU paths $cuda, tests $tests; log $BUILD_DIR.configure.log)"
+  mkdir -p "$BUILD_DIR"
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCHUNKINV_CUDA="$cuda" -DBUILD_TESTING="$tests" \
+    > "$BUILD_DIR.configure.log" 2>&1 || { cat "$BUILD_DIR.configure.log" >&2; say "configuration failed"; exit 1; }
+fi
+
+# Build, one line per step ("[ 42%] compiling src/core/fp.cpp"), kept on
+# one line when stderr is a terminal.
+say "building ${SETUP_TARGET:-everything} with $(nproc) jobs (log $BUILD_DIR.build.log)"
+if [ -t 2 ]; then end='\r\033[K'; else end='\n'; fi
+cmake --build "$BUILD_DIR" -j "$(nproc)" ${SETUP_TARGET:+--target "$SETUP_TARGET"} 2>&1 | tee "$BUILD_DIR.build.log" |
+  awk -v end="$end" '
+    match($0, /^\[[^]]*\] (Building|Linking)/) {
+      step = substr($0, 1, index($0, "]")); f = $NF
+      if ($0 ~ /\] Building/) { sub(/^.*\.dir\//, "", f); sub(/\.o$/, "", f); what = "compiling " f } else what = "linking " f
+      printf "setup: %s %s" end, step, what > "/dev/stderr"; fflush("/dev/stderr")
+    }' ||
+  { [ -t 2 ] && printf '\n' >&2; grep -E -A5 'error' "$BUILD_DIR.build.log" | head -60 >&2; say "build failed, see $BUILD_DIR.build.log"; exit 1; }
+[ -t 2 ] && printf '\r\033[K' >&2
+say "built $BUILD_DIR/chunkinv"

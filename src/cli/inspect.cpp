@@ -38,6 +38,7 @@ struct InspectArgs {
   std::string paths;
   std::string format = "text";
   std::string export_path;
+  std::string export_from;  // --export-path: a path whose L and INV go beside the exported samples
   uint64_t count = 1;
   std::string seed_text, index_text, count_text, max_memory;  // as given; read strictly before any work
 };
@@ -182,11 +183,75 @@ std::string metrics_text(const std::vector<MetricInfo>& infos, const std::vector
 
 // ---------------------------------------------------------------------------
 
+// --export-path: what one path and method made of samples [index, index +
+// count): L, INV and the decays, [N, C, C] and [N, C], as `score --candidate`
+// reads them. FP32 where every value is one (BF16/FP16/FP32 outputs), else FP64.
+class ExportSink final : public Sink {
+ public:
+  explicit ExportSink(size_t task) : task_(task) {}
+  void consume(const BatchResult& b) override {
+    const bool ref = b.group->tasks[task_].reference;
+    for (size_t i = 0; i < b.samples.size(); ++i) {
+      const Mat& l = ref ? b.gold[i].L : b.outputs[task_][i].l.L;
+      const Mat& inv = ref ? b.gold[i].inv : b.outputs[task_][i].on_path_l.inv;
+      L.insert(L.end(), l.data(), l.data() + l.size());
+      INV.insert(INV.end(), inv.data(), inv.data() + inv.size());
+      if (ref) continue;
+      const LForm& f = b.outputs[task_][i].l;
+      decay.insert(decay.end(), f.decay.begin(), f.decay.end());
+      inv_decay.insert(inv_decay.end(), f.inv_decay.begin(), f.inv_decay.end());
+    }
+  }
+  std::vector<double> L, INV, decay, inv_decay;
+
+ private:
+  size_t task_;
+};
+
+DType exact_type(const std::vector<double>& v) {
+  for (double x : v)
+    if (!std::isnan(x) && static_cast<double>(static_cast<float>(x)) != x) return DType::kF64;
+  return DType::kF32;
+}
+
+TensorMap path_tensors(const InspectArgs& a, const std::vector<Point>& points) {
+  std::vector<PathChoice> paths = parse_paths(a.export_from);
+  if (paths.size() != 1) throw UsageError(fmt::format("--export-path {}: name one path", a.export_from));
+  const bool gold = paths[0].spec->reference;
+  if (!gold) paths.insert(paths.begin(), PathChoice{&reference_path(), {}});
+  RunnerOptions ro;
+  ro.threads = 0;
+  Runner runner(paths, ro);
+  const Plan plan = runner.plan(points);
+  const size_t want = gold ? 0 : 1;
+  std::vector<size_t> tasks;
+  const auto& group = plan.groups[0];
+  for (size_t t = 0; t < group.tasks.size(); ++t)
+    if (group.tasks[t].path == want && (!gold || group.tasks[t].reference)) tasks.push_back(t);
+  if (gold && points.size() != 1)
+    throw UsageError("--export-path gold writes the gold's own L and inverse: leave out the method axis");
+  if (tasks.size() != 1)
+    throw UsageError(fmt::format("--export-path {}: {}", a.export_from,
+                                 tasks.empty() ? (plan.skipped.empty() ? std::string("the path runs no method here") : plan.skipped[0])
+                                               : std::string("give one method (-a method=M): its INV is written")));
+  ExportSink sink(tasks[0]);
+  runner.run(group, a.seed, {a.index, a.count}, sink);
+  const int64_t n = static_cast<int64_t>(a.count), c = group.config.chunk;
+  TensorMap m;
+  m["L"] = {exact_type(sink.L), {n, c, c}, std::move(sink.L)};
+  m["INV"] = {exact_type(sink.INV), {n, c, c}, std::move(sink.INV)};
+  if (sink.decay.size() == static_cast<size_t>(n * c)) m["decay"] = {exact_type(sink.decay), {n, c}, std::move(sink.decay)};
+  if (sink.inv_decay.size() == static_cast<size_t>(n * c))
+    m["inv_decay"] = {exact_type(sink.inv_decay), {n, c}, std::move(sink.inv_decay)};
+  return m;
+}
+
 void inspect(const InspectArgs& a) {
   if (a.format != "text" && a.format != "json")
     throw UsageError(fmt::format("--format {} is not text or json", a.format));
   if (!a.inputs.empty() && !a.family.empty() && a.family != "file")
     throw UsageError("give either --inputs PATH or --family NAME, not both");
+  if (!a.export_from.empty() && a.export_path.empty()) throw UsageError("--export-path goes with --export");
   // The configuration, through the same axis machinery as `run`.
   ExperimentSpec spec;
   spec.grids.push_back(a.inputs.empty() ? json{{"family", a.family.empty() ? "model_like" : a.family}}
@@ -223,7 +288,8 @@ void inspect(const InspectArgs& a) {
                                    budget.source, most, cfg.chunk, cfg.dim));
     std::vector<Sample> samples;
     for (uint64_t i = 0; i < a.count; ++i) samples.push_back(fam.make(cfg, a.seed, a.index + i));
-    write_tensor_set(a.export_path, samples);
+    const TensorMap extra = a.export_from.empty() ? TensorMap{} : path_tensors(a, points);
+    write_tensor_set(a.export_path, samples, DType::kBF16, DType::kF64, extra);
     std::fprintf(stderr, "wrote samples %llu..%llu (C = %d, d = %d) to %s\n", static_cast<unsigned long long>(a.index),
                  static_cast<unsigned long long>(a.index + a.count - 1), cfg.chunk, cfg.dim, a.export_path.c_str());
     return;
@@ -329,6 +395,9 @@ void set_inspect_command(CLI::App& app) {
                   "write the sample (and the next --count - 1) as a tensor set here instead of showing it: a directory "
                   "of .npy unless the path ends in .npz or .safetensors");
   cmd->add_option("--count", args->count_text, "samples to --export (default 1)");
+  cmd->add_option("--export-path", args->export_from,
+                  "with --export: also write this path's L, INV (of the one method of the axis) and decays beside the "
+                  "samples, as `score --candidate` reads them");
   cmd->add_option("--max-memory", args->max_memory, "memory --export may use, e.g. 8G (default: what is free)");
   cmd->callback([args] {
     InspectArgs a = *args;

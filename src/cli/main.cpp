@@ -30,17 +30,19 @@ constexpr const char* kExitCodes =
     "please report it with the command line and `chunkinv --version`. Stopped by Ctrl-C or SIGTERM: the\n"
     "signal's own status (130, 143); temporary files are removed and `run -o FILE` says how to resume.";
 
-// An installed binary finds its data beside it (share/chunkinv/data) when
-// neither CHUNKINV_DATA nor the source tree it was built from says where.
+// An installed binary finds its data beside it (<prefix>/share/chunkinv/data,
+// where `cmake --install` puts it), before the source tree it was built
+// from; CHUNKINV_DATA, when set, wins over both.
 void find_installed_data() {
   namespace fs = std::filesystem;
   if (const char* env = std::getenv("CHUNKINV_DATA"); env && *env) return;
+#ifdef CHUNKINV_INSTALL_DATA
   std::error_code ec;
-  if (fs::exists(fs::path(CHUNKINV_SOURCE_DIR) / "data", ec)) return;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return;
-  const fs::path data = exe.parent_path().parent_path() / "share" / "chunkinv" / "data";
-  if (fs::exists(data, ec)) ::setenv("CHUNKINV_DATA", data.c_str(), 0);
+  const fs::path data = exe.parent_path().parent_path() / CHUNKINV_INSTALL_DATA;
+  if (fs::exists(data / "gdn-gates", ec)) ::setenv("CHUNKINV_DATA", data.c_str(), 0);
+#endif
 }
 
 // Whatever went to stdout must have arrived: `table R > /dev/full` fails.

@@ -105,7 +105,7 @@ void Runner::run(const Group& group, uint64_t seed, SampleRange range, Sink& sin
       if (work[p].methods.empty()) continue;
       outs[p].resize(work[p].methods.size() * bn);
       t0 = Clock::now();
-      r.path_timing[p] = instances_[p]->run_batch({samples, gold}, work[p].methods, outs[p], pool_,
+      r.path_timing[p] = instances_[p]->run_batch({samples, gold, r.first}, work[p].methods, outs[p], pool_,
                                                   options_.keep_intermediates);
       r.path_wall_ms[p] = ms_since(t0);
       for (size_t m = 0; m < work[p].methods.size(); ++m)
