@@ -366,16 +366,18 @@ CandidateSet load_candidate(const std::string& path, const TensorSet& in, std::s
         throw UsageError(fmt::format("{}: shape {} is not [N, C, C] = ({}, {}, {}){}", f.where, dims(f.t.shape), n, chunk,
                                      chunk, in.token_layout ? fmt::format(" nor [B, T, H, C] = {}", dims({in.batch, in.tokens, in.heads, chunk})) : ""));
       const bool inv = std::string(name) == "INV";
-      std::vector<Mat>& out = inv ? c.INV : c.L;
+      auto& out = inv ? c.INV : c.L;
       out.resize(chunks.size());
+      const size_t cc = static_cast<size_t>(chunk);
       for (size_t i = 0; i < chunks.size(); ++i) {
-        Mat m = Mat::Zero(chunk, chunk);
-        if (inv) m.setIdentity();
+        std::vector<double> m(cc * cc, 0.0);  // padding rows: L 0, INV the identity's
+        if (inv)
+          for (size_t r = 0; r < cc; ++r) m[r * cc + r] = 1.0;
         const int rows = tokens ? chunks[i].valid : chunk;
         for (int r = 0; r < rows; ++r) {
-          const size_t at = tokens ? in.token_index(chunks[i].row, chunks[i].first + r, chunks[i].head) * chunk
-                                   : (i * chunk + r) * chunk;
-          for (int col = 0; col < chunk; ++col) m(r, col) = f.t.values[at + col];
+          const size_t at = tokens ? in.token_index(chunks[i].row, chunks[i].first + r, chunks[i].head) * cc
+                                   : (i * cc + r) * cc;
+          std::copy_n(f.t.values.begin() + at, cc, m.begin() + r * cc);
         }
         out[i] = std::move(m);
       }

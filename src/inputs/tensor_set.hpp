@@ -17,7 +17,6 @@
 #include <string_view>
 #include <vector>
 
-#include "core/matrix.hpp"
 #include "inputs/sample.hpp"
 #include "io/tensor.hpp"
 
@@ -106,8 +105,10 @@ struct CandidateSet {
   std::string source;
   uint64_t count = 0;
   int chunk = 0;
-  std::vector<Mat> L, INV;                      // empty when the file has none; else one per chunk
-  std::vector<std::vector<double>> decay, inv_decay;  // likewise, one row of C per chunk
+  // Empty when the file has none; else one per chunk: L and INV C x C
+  // row-major, decays C.
+  std::vector<std::vector<double>> L, INV;
+  std::vector<std::vector<double>> decay, inv_decay;
 };
 // Reads tensors `L`, `INV` (at least one), `decay`, `inv_decay` from `path`
 // (a directory of .npy, an .npz or a .safetensors file; other tensors, such
