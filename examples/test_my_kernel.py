@@ -1,0 +1,57 @@
+"""A kernel test written with chunkinv: the kind a kernel author keeps beside
+a Triton/CUDA kernel. Here the "kernel" is a NumPy stand-in (an FP16 Neumann
+product, as FlashKDA v1 computes the inverse, on an FP16 L); replace
+`my_kernel` by yours (torch CPU tensors go in as they are, BF16 included).
+
+    /usr/bin/python3 -m pytest examples/   # after `pip install --no-build-isolation .`
+"""
+import numpy as np
+import pytest
+
+import chunkinv
+
+
+def my_kernel(keys, g, beta):
+    """L and INV of every chunk, the kernel's own way: FP32 decays, FP16 L, FP16 Neumann product."""
+    G = np.cumsum(g.astype(np.float32), axis=-1)
+    kk = np.einsum("nid,njd->nij", keys.astype(np.float32), keys.astype(np.float32))
+    decay = np.exp(np.minimum(G[:, :, None] - G[:, None, :], 0)).astype(np.float32)
+    L = np.tril(beta[:, :, None].astype(np.float32) * kk * decay, -1).astype(np.float16)
+    c = L.shape[-1]
+    inv = (np.eye(c, dtype=np.float16) - L).astype(np.float16)
+    p, power = L, 1
+    while 2 * power < c:
+        p = (p.astype(np.float32) @ p.astype(np.float32)).astype(np.float16)
+        inv = (inv + (inv.astype(np.float32) @ p.astype(np.float32)).astype(np.float16)).astype(np.float16)
+        power *= 2
+    return L, inv
+
+
+def inputs(n, c, d, floor, seed=0):
+    rng = np.random.default_rng(seed)
+    keys = rng.standard_normal((n, c, d))
+    keys /= np.linalg.norm(keys, axis=-1, keepdims=True)
+    g = floor / (1 + np.exp(-rng.standard_normal((n, c))))  # the K3 safe gate: floor * sigmoid(N(0, 1))
+    beta = 1 / (1 + np.exp(-rng.standard_normal((n, c))))
+    return keys, g, beta
+
+
+@pytest.mark.parametrize("chunk", [16, 32])
+def test_my_inverse_is_within_budget(chunk):
+    keys, g, beta = inputs(200, chunk, 64, floor=-1.0)
+    L, inv = my_kernel(keys, g, beta)
+    m = chunkinv.score(inv, keys, g, beta, L=L, method="neumann")["metrics"]
+    s = chunkinv.aggregate(m["inv_total_rel_rmse"])
+    assert np.all(m["inv_finite"] == 1)
+    assert s["median"] < 1e-2 and s["p99"] < 5e-2, s
+    # And next to the production kernel's arithmetic (the emulated path) it is no worse than 4x.
+    ref = chunkinv.inverse(keys, g, beta, path="emulated", method="neumann")["metrics"]["inv_total_rel_rmse"]
+    assert s["median"] < 4 * np.median(ref)
+
+
+def test_strong_gates_are_caught():
+    # At floor -5 a 32-token chunk loses its decays in the kernel: the score says so.
+    keys, g, beta = inputs(50, 32, 64, floor=-5.0, seed=1)
+    emu = chunkinv.inverse(keys, g, beta, path="emulated", method="neumann")
+    finite = chunkinv.aggregate(emu["metrics"]["inv_finite"], flag=True)
+    assert finite["mean"] < 1.0

@@ -1,0 +1,160 @@
+"""chunkinv from Python: the gold inverse, every CPU path and method, the
+per-sample metrics and scoring of a kernel's own L / INV, on NumPy arrays
+(or anything with ``__array__`` or ``__dlpack__``: torch CPU tensors, BF16
+included), and reports as pandas DataFrames. See docs/python.md.
+
+Inputs are those of ``chunkinv run --inputs``: ``keys [N, C, d]``, ``g [N, C]``,
+``beta [N, C]`` (one chunk per sample; ``[C, d]`` / ``[C]`` for a single
+sample), or the fla/FlashKDA layout ``keys [B, T, H, K]``, ``g [B, T, H]``,
+``beta [B, T, H]`` with optional ``cu_seqlens``, cut into chunks of ``chunk``
+tokens (``tail="pad"`` or ``"drop"`` for a sequence's shorter last chunk).
+Keys are rounded to BF16 as the tool does; nothing is normalised.
+"""
+import json as _json
+import math as _math
+
+import numpy as _np
+
+from . import _core
+
+__all__ = ["paths", "methods", "gold", "inverse", "score", "chunked", "aggregate", "load_report", "version"]
+version = _core.version
+
+
+def _f64(x, name):
+    """x as a C-ordered float64 NumPy array, exactly (BF16/FP16/FP32 widen exactly)."""
+    if x is None:
+        return None
+    if isinstance(x, _np.ndarray):
+        a = x
+    else:
+        try:
+            a = _np.asarray(x)
+        except (TypeError, RuntimeError, ValueError):
+            # torch.bfloat16 has no NumPy type: widen in its own library first (exact).
+            if hasattr(x, "float") and callable(x.float):
+                a = _np.asarray(x.detach().cpu().float() if hasattr(x, "detach") else x.float())
+            elif hasattr(x, "__dlpack__"):
+                a = _np.from_dlpack(x)
+            else:
+                raise TypeError(f"{name}: cannot read a {type(x).__name__} as an array")
+    if a.dtype == object:
+        raise TypeError(f"{name}: not a numeric array")
+    if a.dtype.kind not in "fiub" and str(a.dtype) != "bfloat16":
+        raise TypeError(f"{name}: dtype {a.dtype} is not a number type")
+    return _np.ascontiguousarray(a.astype(_np.float64))
+
+
+def _inputs(keys, g, beta, cu_seqlens):
+    k, gg, b = _f64(keys, "keys"), _f64(g, "g"), _f64(beta, "beta")
+    if k.ndim == 2 and gg.ndim in (1, 2) and b.ndim == 1:  # one sample: [C, d], [C] (or [C, d]), [C]
+        k, gg, b = k[None], gg[None], b[None]
+    cu = None if cu_seqlens is None else _np.ascontiguousarray(_np.asarray(cu_seqlens), dtype=_np.float64)
+    return k, gg, b, cu
+
+
+def paths():
+    """Every path of the registry: name, device, reference, arithmetic, unavailable ('' where it runs here)."""
+    return _core.paths()
+
+
+def methods():
+    """Every inverse method of the registry: name, arithmetic, exact, diagnostics, params."""
+    return _core.methods()
+
+
+def gold(keys, g, beta, *, cu_seqlens=None, chunk=0, tail="pad", threads=0):
+    """The FP64 gold of every sample: {"L": [N, C, C], "INV": [N, C, C], "metrics": {name: [N]}}."""
+    k, gg, b, cu = _inputs(keys, g, beta, cu_seqlens)
+    return _core.gold(k, gg, b, cu, chunk, tail, threads)
+
+
+def inverse(keys, g, beta, *, path="emulated", method="", cu_seqlens=None, chunk=0, tail="pad", threads=0):
+    """One path and method (as on the command line: "emulated", "neumann"; "" is the default method) on every
+    sample: {"L", "INV" [N, C, C], "decay", "inv_decay" [N, C] where the path forms them,
+    "metrics": {name: [N]}} (the per-sample metrics against the gold, SPEC §3)."""
+    k, gg, b, cu = _inputs(keys, g, beta, cu_seqlens)
+    return _core.inverse(k, gg, b, path, method, cu, chunk, tail, threads)
+
+
+def score(inv, keys, g, beta, *, L=None, decay=None, inv_decay=None, method="", cu_seqlens=None, chunk=0,
+          tail="pad", threads=0):
+    """A kernel's own INV (and/or L: pass inv=None to score L alone) against the gold, as path ``candidate``
+    of ``chunkinv score``: {"L", "INV", "metrics": {name: [N]}}. ``method`` names the arithmetic the kernel
+    implements (its CPU reference gives the diagnostics and the gold-L twin; "exact" claims none). Without L,
+    the L scored is the one INV inverts exactly (l_rel_rmse is then INV's backward error)."""
+    k, gg, b, cu = _inputs(keys, g, beta, cu_seqlens)
+    one = k.shape[0] == 1 and _np.ndim(keys) == 2
+
+    def mat(x, name):
+        a = _f64(x, name)
+        return a[None] if a is not None and one and a.ndim == 2 else a
+
+    def row(x, name):
+        a = _f64(x, name)
+        return a[None] if a is not None and one and a.ndim == 1 else a
+
+    return _core.score(mat(inv, "inv"), mat(L, "L"), k, gg, b, row(decay, "decay"), row(inv_decay, "inv_decay"),
+                       method, cu, chunk, tail, threads)
+
+
+def chunked(keys, g, beta, *, cu_seqlens=None, chunk=0, tail="pad"):
+    """The samples the tool makes of the inputs: {"keys" [N, C, d], "g", "beta" [N, C], "chunks" [N, 4]
+    (batch row, first token, head, valid tokens of each chunk)}."""
+    k, gg, b, cu = _inputs(keys, g, beta, cu_seqlens)
+    return _core.chunked(k, gg, b, cu, chunk, tail)
+
+
+def aggregate(values, *, flag=False):
+    """The report's statistics of per-sample values (median with infinities last, mean of the finite, p10,
+    p90, p99, min, max, finite_count; Wilson interval for a 0/1 metric with flag=True)."""
+    return _core.aggregate(_f64(values, "values").ravel(), flag)
+
+
+def _number(v):
+    if isinstance(v, str):
+        return {"inf": _math.inf, "-inf": -_math.inf, "nan": _math.nan}[v]
+    return float(v)
+
+
+def load_report(path, *, per_sample=None):
+    """A report (schema chunkinv.report/1 or /2, as `table` and `check` read it) as a tidy pandas DataFrame.
+
+    One row per configuration x path x method x metric x statistic (columns: every axis, ``samples``,
+    ``seed``, ``metric``, ``statistic``, ``value``), or, when the report has per-sample values (``run
+    --per-sample``) and per_sample is not False, one row per sample (``sample`` instead of ``statistic``).
+    ``value`` is float64 with infinities as floats; it is the only numeric column: axes, ``samples``,
+    ``seed``, ``sample``, ``metric`` and ``statistic`` are categorical (compare them with plain values:
+    ``df[df.chunk == 16]``)."""
+    import pandas as pd
+
+    report = _json.loads(_core.read_report(str(path)))
+    results = report.get("results", [])
+    has_ps = bool(results) and all(e.get("per_sample") for e in results)
+    if per_sample and not has_ps:
+        raise ValueError(f"report {path}: has no per-sample values (run --per-sample)")
+    use_ps = has_ps if per_sample is None else bool(per_sample)
+    axes = []
+    for e in results:
+        for k in e["axes"]:
+            if k not in axes:
+                axes.append(k)
+    records = []
+    for e in results:
+        base = {k: e["axes"].get(k) for k in axes}
+        base["samples"], base["seed"] = e.get("samples"), e.get("seed")
+        if use_ps:
+            for metric, values in e["per_sample"].items():
+                for i, v in enumerate(values):
+                    records.append({**base, "metric": metric, "sample": i, "value": _number(v)})
+        else:
+            for metric, stats in e["metrics"].items():
+                for stat, v in stats.items():
+                    records.append({**base, "metric": metric, "statistic": stat, "value": _number(v)})
+    last = "sample" if use_ps else "statistic"
+    columns = axes + ["samples", "seed", "metric", last, "value"]
+    df = pd.DataFrame.from_records(records, columns=columns)
+    for c in columns[:-1]:
+        df[c] = df[c].astype("category")
+    df["value"] = df["value"].astype("float64")
+    return df

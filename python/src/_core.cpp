@@ -1,0 +1,297 @@
+// chunkinv._core: the C++ library behind the Python package (docs/python.md).
+// Arrays come in as FP64 (the package's wrappers convert BF16/FP16/FP32
+// exactly), go through the tensor-set checks of `chunkinv run --inputs`, and
+// every path and method is reached through the registries, with the same
+// Path, gold and metric code as the command line.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/thread_pool.hpp"
+#include "inputs/tensor_set.hpp"
+#include "metrics/metrics.hpp"
+#include "metrics/stats.hpp"
+#include "paths/candidate/candidate.hpp"
+#include "paths/gold/gold.hpp"
+#include "paths/path.hpp"
+#include "report/report.hpp"
+
+namespace py = pybind11;
+using namespace chunkinv;
+
+namespace {
+
+using Array = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+Tensor tensor_of(const Array& a) {
+  Tensor t;
+  t.dtype = DType::kF64;
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) t.shape.push_back(a.shape(i));
+  t.values.assign(a.data(), a.data() + a.size());
+  return t;
+}
+
+Array array_of(const std::vector<double>& v, std::vector<py::ssize_t> shape) {
+  Array a(shape);
+  std::copy(v.begin(), v.end(), a.mutable_data());
+  return a;
+}
+
+// Matrices [N, C, C] as one array.
+Array stack(const std::vector<const Mat*>& ms, int c) {
+  Array a({static_cast<py::ssize_t>(ms.size()), static_cast<py::ssize_t>(c), static_cast<py::ssize_t>(c)});
+  double* p = a.mutable_data();
+  for (const Mat* m : ms) p = std::copy(m->data(), m->data() + m->size(), p);
+  return a;
+}
+
+struct Samples {
+  TensorSet set;
+  std::vector<TokenChunk> chunks;
+  std::vector<Sample> samples;
+  int chunk = 0;
+};
+
+Samples samples_of(const Array& keys, const Array& g, const Array& beta, const py::object& cu_seqlens, int chunk,
+                   const std::string& tail) {
+  TensorMap m{{"keys", tensor_of(keys)}, {"g", tensor_of(g)}, {"beta", tensor_of(beta)}};
+  if (!cu_seqlens.is_none()) {
+    Tensor t = tensor_of(cu_seqlens.cast<Array>());
+    t.dtype = DType::kI64;
+    m["cu_seqlens"] = std::move(t);
+  }
+  Samples s;
+  s.set = make_tensor_set(std::move(m), "arrays");
+  require_per_token_gates(s.set);
+  s.chunk = s.set.token_layout ? (chunk > 0 ? chunk : 16) : s.set.chunk;
+  if (s.set.token_layout && (s.chunk < 2 || s.chunk > 64))
+    throw UsageError("chunk = " + std::to_string(s.chunk) + " is not in 2..64");
+  s.chunks = chunk_tokens(s.set, s.chunk, parse_tail(tail));
+  for (const TokenChunk& c : s.chunks) s.samples.push_back(chunk_sample(s.set, c, s.chunk));
+  return s;
+}
+
+std::vector<GoldOutput> golds(const std::vector<Sample>& samples, ThreadPool& pool) {
+  std::vector<GoldOutput> g(samples.size());
+  pool.parallel_for(samples.size(), [&](size_t i) { g[i] = compute_gold(samples[i]); });
+  return g;
+}
+
+// Per-sample metric values of one method's outputs: name -> array [N].
+py::dict metric_dict(const MetricSet& set, const std::vector<double>& values, size_t n) {
+  py::dict d;
+  for (size_t k = 0; k < set.size(); ++k) {
+    std::vector<double> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = values[i * set.size() + k];
+    d[py::str(set.infos[k].name)] = array_of(v, {static_cast<py::ssize_t>(n)});
+  }
+  return d;
+}
+
+py::dict outputs_dict(const std::vector<PathOutput>& out, const std::vector<GoldOutput>& gold, const Method& method,
+                      int c) {
+  const size_t n = out.size();
+  std::vector<const Mat*> ls, invs;
+  std::vector<double> decay, inv_decay;
+  for (const PathOutput& o : out) {
+    ls.push_back(&o.l.L);
+    invs.push_back(&o.on_path_l.inv);
+    decay.insert(decay.end(), o.l.decay.begin(), o.l.decay.end());
+    inv_decay.insert(inv_decay.end(), o.l.inv_decay.begin(), o.l.inv_decay.end());
+  }
+  const MetricSet& set = method_metrics(*method.spec);
+  std::vector<double> values(n * set.size());
+  for (size_t i = 0; i < n; ++i) evaluate(*method.spec, gold[i], out[i], values.data() + i * set.size());
+  py::dict d;
+  d["L"] = stack(ls, c);
+  d["INV"] = stack(invs, c);
+  if (decay.size() == n * c) d["decay"] = array_of(decay, {static_cast<py::ssize_t>(n), c});
+  if (inv_decay.size() == n * c) d["inv_decay"] = array_of(inv_decay, {static_cast<py::ssize_t>(n), c});
+  d["metrics"] = metric_dict(set, values, n);
+  return d;
+}
+
+py::dict gold(const Array& keys, const Array& g, const Array& beta, const py::object& cu, int chunk,
+              const std::string& tail, int threads) {
+  Samples s = samples_of(keys, g, beta, cu, chunk, tail);
+  std::vector<GoldOutput> gd;
+  std::vector<double> values;
+  const MetricSet& set = reference_metrics();
+  {
+    py::gil_scoped_release nogil;
+    ThreadPool pool(threads);
+    gd = golds(s.samples, pool);
+    values.resize(gd.size() * set.size());
+    for (size_t i = 0; i < gd.size(); ++i) evaluate_reference(gd[i], values.data() + i * set.size());
+  }
+  std::vector<const Mat*> ls, invs;
+  for (const GoldOutput& o : gd) ls.push_back(&o.L), invs.push_back(&o.inv);
+  py::dict d;
+  d["L"] = stack(ls, s.chunk);
+  d["INV"] = stack(invs, s.chunk);
+  d["metrics"] = metric_dict(set, values, gd.size());
+  return d;
+}
+
+py::dict inverse(const Array& keys, const Array& g, const Array& beta, const std::string& path,
+                 const std::string& method, const py::object& cu, int chunk, const std::string& tail, int threads) {
+  Samples s = samples_of(keys, g, beta, cu, chunk, tail);
+  const std::vector<PathChoice> choices = parse_paths(path);
+  if (choices.size() != 1) throw UsageError("path \"" + path + "\": name one path");
+  const Method m = method.empty() ? method_of(default_method()) : parse_method(method);
+  std::string why;
+  Configuration cfg;
+  cfg.family = "arrays";
+  cfg.chunk = s.chunk;
+  cfg.dim = s.set.dim;
+  if (!choices[0].spec->supports(cfg, m, &why)) throw UsageError(why);
+  std::vector<GoldOutput> gd;
+  std::vector<PathOutput> out(s.samples.size());
+  {
+    py::gil_scoped_release nogil;
+    ThreadPool pool(threads);
+    gd = golds(s.samples, pool);
+    auto instance = make_path(choices[0]);
+    const Method* ms[] = {&m};
+    instance->run_batch({s.samples, gd, 0}, ms, out, pool, false);
+  }
+  return outputs_dict(out, gd, m, s.chunk);
+}
+
+py::dict score(const py::object& inv, const py::object& l, const Array& keys, const Array& g, const Array& beta,
+               const py::object& decay, const py::object& inv_decay, const std::string& method, const py::object& cu,
+               int chunk, const std::string& tail, int threads) {
+  Samples s = samples_of(keys, g, beta, cu, chunk, tail);
+  const size_t n = s.samples.size();
+  const int c = s.chunk;
+  if (inv.is_none() && l.is_none()) throw UsageError("score needs inv and/or L");
+  auto mats = [&](const py::object& o, const char* name) {
+    std::vector<Mat> v;
+    if (o.is_none()) return v;
+    const Array a = o.cast<Array>();
+    if (a.ndim() != 3 || a.shape(0) != static_cast<py::ssize_t>(n) || a.shape(1) != c || a.shape(2) != c)
+      throw UsageError(std::string(name) + ": shape is not [N, C, C] = (" + std::to_string(n) + ", " +
+                       std::to_string(c) + ", " + std::to_string(c) + ")");
+    for (size_t i = 0; i < n; ++i) v.push_back(Eigen::Map<const Mat>(a.data() + i * c * c, c, c));
+    return v;
+  };
+  auto rows = [&](const py::object& o, const char* name) {
+    std::vector<std::vector<double>> v;
+    if (o.is_none()) return v;
+    const Array a = o.cast<Array>();
+    if (a.ndim() != 2 || a.shape(0) != static_cast<py::ssize_t>(n) || a.shape(1) != c)
+      throw UsageError(std::string(name) + ": shape is not [N, C] = (" + std::to_string(n) + ", " + std::to_string(c) + ")");
+    for (size_t i = 0; i < n; ++i) v.emplace_back(a.data() + i * c, a.data() + (i + 1) * c);
+    return v;
+  };
+  const std::vector<Mat> ls = mats(l, "L"), invs = mats(inv, "inv");
+  const auto ds = rows(decay, "decay"), ids = rows(inv_decay, "inv_decay");
+  const Method m = method.empty() ? method_of(default_method()) : parse_method(method);
+  std::vector<GoldOutput> gd;
+  std::vector<PathOutput> out(n);
+  {
+    py::gil_scoped_release nogil;
+    ThreadPool pool(threads);
+    gd = golds(s.samples, pool);
+    pool.parallel_for(n, [&](size_t i) {
+      out[i] = candidate::output(ls.empty() ? nullptr : &ls[i], invs.empty() ? nullptr : &invs[i],
+                                 ds.empty() ? nullptr : &ds[i], ids.empty() ? nullptr : &ids[i], m, gd[i], false);
+    });
+  }
+  return outputs_dict(out, gd, m, c);
+}
+
+py::dict chunked(const Array& keys, const Array& g, const Array& beta, const py::object& cu, int chunk,
+                 const std::string& tail) {
+  Samples s = samples_of(keys, g, beta, cu, chunk, tail);
+  const auto n = static_cast<py::ssize_t>(s.samples.size());
+  std::vector<double> k, gg, b, where;
+  for (size_t i = 0; i < s.samples.size(); ++i) {
+    const Sample& x = s.samples[i];
+    k.insert(k.end(), x.keys.begin(), x.keys.end());
+    gg.insert(gg.end(), x.g.begin(), x.g.end());
+    b.insert(b.end(), x.beta.begin(), x.beta.end());
+    const TokenChunk& c = s.chunks[i];
+    where.insert(where.end(), {double(c.row), double(c.first), double(c.head), double(c.valid)});
+  }
+  py::dict d;
+  d["keys"] = array_of(k, {n, s.chunk, s.set.dim});
+  d["g"] = array_of(gg, {n, s.chunk});
+  d["beta"] = array_of(b, {n, s.chunk});
+  d["chunks"] = array_of(where, {n, 4});
+  return d;
+}
+
+py::dict aggregate_values(const Array& v, bool flag) {
+  std::vector<double> x(v.data(), v.data() + v.size());
+  const Stats s = aggregate(x, flag);
+  py::dict d;
+  for (const auto& [k, val] : stats_to_json(s).items())
+    d[py::str(k)] = val.is_string() ? number_from_json(val) : val.get<double>();
+  return d;
+}
+
+py::list path_list() {
+  py::list l;
+  for (const PathSpec* p : paths()) {
+    py::dict d;
+    d["name"] = std::string(p->name);
+    d["device"] = p->device == Device::kGpu ? "gpu" : "cpu";
+    d["reference"] = p->reference;
+    d["arithmetic"] = p->arithmetic();
+    d["unavailable"] = p->unavailable();
+    l.append(d);
+  }
+  return l;
+}
+
+py::list method_list() {
+  py::list l;
+  for (const MethodSpec* m : methods()) {
+    py::dict d;
+    d["name"] = std::string(m->name);
+    d["arithmetic"] = std::string(m->arithmetic);
+    d["exact"] = m->exact;
+    py::list diag;
+    for (const MetricInfo& i : m->diagnostics) diag.append(std::string(i.name));
+    d["diagnostics"] = diag;
+    py::list params;
+    for (const MethodParam& p : m->params) params.append(std::string(p.name));
+    d["params"] = params;
+    l.append(d);
+  }
+  return l;
+}
+
+std::string read_report_json(const std::string& path) { return report_to_json(read_report(path)).dump(); }
+
+}  // namespace
+
+PYBIND11_MODULE(_core, mod) {
+  mod.doc() = "chunkinv's C++ library: the gold, the paths and methods, metrics and reports (docs/python.md)";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const UsageError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+  mod.attr("version") = CHUNKINV_VERSION;
+  mod.def("paths", &path_list);
+  mod.def("methods", &method_list);
+  mod.def("gold", &gold, py::arg("keys"), py::arg("g"), py::arg("beta"), py::arg("cu_seqlens") = py::none(),
+          py::arg("chunk") = 0, py::arg("tail") = "pad", py::arg("threads") = 0);
+  mod.def("inverse", &inverse, py::arg("keys"), py::arg("g"), py::arg("beta"), py::arg("path"), py::arg("method"),
+          py::arg("cu_seqlens") = py::none(), py::arg("chunk") = 0, py::arg("tail") = "pad", py::arg("threads") = 0);
+  mod.def("score", &score, py::arg("inv"), py::arg("L"), py::arg("keys"), py::arg("g"), py::arg("beta"),
+          py::arg("decay"), py::arg("inv_decay"), py::arg("method"), py::arg("cu_seqlens") = py::none(),
+          py::arg("chunk") = 0, py::arg("tail") = "pad", py::arg("threads") = 0);
+  mod.def("chunked", &chunked, py::arg("keys"), py::arg("g"), py::arg("beta"), py::arg("cu_seqlens") = py::none(),
+          py::arg("chunk") = 0, py::arg("tail") = "pad");
+  mod.def("aggregate", &aggregate_values, py::arg("values"), py::arg("flag") = false);
+  mod.def("read_report", &read_report_json, py::arg("path"));
+}
