@@ -21,6 +21,7 @@ void set_bench_command(CLI::App& app);
 void set_table_command(CLI::App& app);
 void set_check_command(CLI::App& app);
 void set_inspect_command(CLI::App& app);
+void set_search_command(CLI::App& app);
 void set_score_command(CLI::App& app);
 void set_calibrate_command(CLI::App& app);  // hidden: calibrate-decay
 

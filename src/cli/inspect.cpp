@@ -20,6 +20,7 @@
 #include "driver/spec.hpp"
 #include "inputs/family.hpp"
 #include "inputs/tensor_set.hpp"
+#include "inputs/witness_summary.hpp"
 #include "metrics/metrics.hpp"
 #include "paths/path.hpp"
 #include "report/report.hpp"
@@ -312,6 +313,10 @@ void inspect(const InspectArgs& a) {
   const GoldOutput& gold = sink.gold;
 
   const KeySummary ks = summarise_keys(sample);
+  // What is extreme about the sample, against the family's gate bound where it has one.
+  const auto floor = cfg.params.find("decay_floor");
+  const WitnessSummary structure = summarise_witness(
+      sample, floor != cfg.params.end() && floor->is_number() ? std::optional<double>(floor->get<double>()) : std::nullopt);
   std::vector<double> big_g(sample.chunk);
   for (int t = 0; t < sample.chunk; ++t) big_g[t] = (t ? big_g[t - 1] : 0.0) + sample.g[t];
 
@@ -325,6 +330,7 @@ void inspect(const InspectArgs& a) {
     j["g"] = vec_json(sample.g);
     j["G"] = vec_json(big_g);
     j["beta"] = vec_json(sample.beta);
+    j["structure"] = witness_summary_json(structure);
     j["gold"] = {{"L", mat_json(gold.L)}, {"INV", mat_json(gold.inv)}};
     j["paths"] = json::object();
     for (const Shown& s : sink.shown) {
@@ -357,6 +363,7 @@ void inspect(const InspectArgs& a) {
     o += fmt::format("  pairwise cosine: min {} (rows {}, {}), max {} (rows {}, {})\n", num(ks.cos_min), ks.min_i,
                      ks.min_j, num(ks.cos_max), ks.max_i, ks.max_j);
   o += fmt::format("g:    {}\nG:    {}\nbeta: {}\n", vec_text(sample.g), vec_text(big_g), vec_text(sample.beta));
+  o += witness_summary_text(structure);
   o += "\ngold (FP64)\n  L:\n" + mat_text(gold.L, "  ") + "  INV = (I + L)^-1:\n" + mat_text(gold.inv, "  ");
   std::string last_path;
   for (const Shown& s : sink.shown) {
