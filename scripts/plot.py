@@ -214,7 +214,84 @@ def plot_histograms(ax, paths, metric, np):
     ax.legend(fontsize=6, ncol=2)
 
 
+# --- chunkinv search traces (--trace; docs/search.md) ------------------------
+def plot_trace(argv):
+    """scripts/plot.py --trace SEARCH.json... -o FILE: the best objective so far
+    against evaluations, one line per report (and thin lines per lane); a
+    non-finite best is drawn as a marker on the top edge."""
+    parser = argparse.ArgumentParser(prog="plot.py --trace", description=plot_trace.__doc__.split("\n")[0])
+    parser.add_argument("reports", nargs="+", help="chunkinv search report JSON files (schema chunkinv.search/1)")
+    parser.add_argument("-o", "--output", required=True, help="FILE.png, FILE.pdf or FILE.svg")
+    parser.add_argument("--no-lanes", action="store_true", help="leave out the per-lane traces")
+    parser.add_argument("--hline", action="append", default=[], metavar="VALUE=LABEL",
+                        help="a horizontal reference line, e.g. the random baseline's max (repeatable)")
+    args = parser.parse_args(argv)
+    lines = []
+    for h in args.hline:
+        value, _, text = h.partition("=")
+        try:
+            lines.append((float(value), text or value))
+        except ValueError:
+            parser.error(f"--hline {h}: not VALUE=LABEL")
+    runs = []
+    for path in args.reports:
+        try:
+            with open(path) as f:
+                rep = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ReportError(f"{path}: cannot be read as JSON ({e})") from None
+        if rep.get("schema") != "chunkinv.search/1":
+            raise ReportError(f"{path}: not a chunkinv search report (schema {rep.get('schema')!r})")
+        runs.append((path, rep))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        print(f"plot.py: {sys.executable} lacks matplotlib ({err.name})", file=sys.stderr)
+        return 2
+    fig, ax = plt.subplots(figsize=(5.0, 3.2))
+    colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
+    finite_top = 0
+    for i, (path, rep) in enumerate(runs):
+        label = f"{rep['path']}/{rep['method']}, C={rep['space']['chunk']}"
+        if len(runs) > 1 and len({(r['path'], r['method'], r['space']['chunk']) for _, r in runs}) < len(runs):
+            label += f" ({os.path.basename(path)})"
+        c = colours[i % len(colours)]
+        traces = [(rep["trace"], 1.8, label)]
+        if not args.no_lanes:
+            traces += [(t, 0.6, None) for t in rep.get("lane_traces", [])]
+        for t, width, lab in traces:
+            xs = t["evaluations"]
+            ys = [float(v) for v in t["best"]]  # numbers, or "inf"/"nan" as strings
+            fin = [(x, y) for x, y in zip(xs, ys) if math.isfinite(y) and y > 0]
+            if fin:
+                finite_top = max(finite_top, max(y for _, y in fin))
+                ax.step([x for x, _ in fin], [y for _, y in fin], where="post", color=c, lw=width, label=lab,
+                        alpha=1.0 if lab else 0.45)
+            inf = [x for x, y in zip(xs, ys) if not math.isfinite(y)]
+            if inf and lab:
+                ax.plot([inf[0]], [1.0], marker="^", color=c, transform=ax.get_xaxis_transform(), clip_on=False,
+                        ls="none", label=f"non-finite at {inf[0]:,} evaluations")
+    for k, (value, text) in enumerate(lines):
+        ax.axhline(value, color="0.3", lw=0.8, ls=("--", ":", "-.")[k % 3], label=text)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("evaluations (thin: per lane, its own count)")
+    ax.set_ylabel(f"best {runs[0][1]['objective']['name']}")
+    ax.grid(True, which="major", lw=0.3, alpha=0.5)
+    ax.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    try:
+        fig.savefig(args.output, dpi=200)
+    except OSError as e:
+        raise ReportError(f"output {args.output}: cannot be written ({e.strerror})") from None
+    return 0
+
+
 def main(argv):
+    if argv and argv[0] == "--trace":
+        return plot_trace(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("reports", nargs="+", help="chunkinv report JSON files")
     parser.add_argument("-o", "--output", required=True, help="FILE.png or FILE.pdf")
