@@ -25,15 +25,19 @@ def _f64(x, name):
     """x as a C-ordered float64 NumPy array, exactly (BF16/FP16/FP32 widen exactly)."""
     if x is None:
         return None
+    a = None
     if isinstance(x, _np.ndarray):
         a = x
     else:
         try:
             a = _np.asarray(x)
         except (TypeError, RuntimeError, ValueError):
-            # torch.bfloat16 has no NumPy type: widen in its own library first (exact).
+            a = None
+        if a is None or a.dtype == object:
             if hasattr(x, "float") and callable(x.float):
-                a = _np.asarray(x.detach().cpu().float() if hasattr(x, "detach") else x.float())
+                # torch.bfloat16 has no NumPy type: widen in its own library first (exact).
+                f = x.detach().cpu().float() if hasattr(x, "detach") else x.float()
+                a = _np.asarray(f)
             elif hasattr(x, "__dlpack__"):
                 a = _np.from_dlpack(x)
             else:
@@ -47,10 +51,11 @@ def _f64(x, name):
 
 def _inputs(keys, g, beta, cu_seqlens):
     k, gg, b = _f64(keys, "keys"), _f64(g, "g"), _f64(beta, "beta")
-    if k.ndim == 2 and gg.ndim in (1, 2) and b.ndim == 1:  # one sample: [C, d], [C] (or [C, d]), [C]
+    single = k.ndim == 2 and gg.ndim in (1, 2) and b.ndim == 1  # one sample: [C, d], [C] (or [C, d]), [C]
+    if single:
         k, gg, b = k[None], gg[None], b[None]
-    cu = None if cu_seqlens is None else _np.ascontiguousarray(_np.asarray(cu_seqlens), dtype=_np.float64)
-    return k, gg, b, cu
+    cu = None if cu_seqlens is None else _f64(cu_seqlens, "cu_seqlens")
+    return k, gg, b, cu, single
 
 
 def paths():
@@ -65,7 +70,7 @@ def methods():
 
 def gold(keys, g, beta, *, cu_seqlens=None, chunk=0, tail="pad", threads=0):
     """The FP64 gold of every sample: {"L": [N, C, C], "INV": [N, C, C], "metrics": {name: [N]}}."""
-    k, gg, b, cu = _inputs(keys, g, beta, cu_seqlens)
+    k, gg, b, cu, _ = _inputs(keys, g, beta, cu_seqlens)
     return _core.gold(k, gg, b, cu, chunk, tail, threads)
 
 
@@ -73,7 +78,7 @@ def inverse(keys, g, beta, *, path="emulated", method="", cu_seqlens=None, chunk
     """One path and method (as on the command line: "emulated", "neumann"; "" is the default method) on every
     sample: {"L", "INV" [N, C, C], "decay", "inv_decay" [N, C] where the path forms them,
     "metrics": {name: [N]}} (the per-sample metrics against the gold, SPEC §3)."""
-    k, gg, b, cu = _inputs(keys, g, beta, cu_seqlens)
+    k, gg, b, cu, _ = _inputs(keys, g, beta, cu_seqlens)
     return _core.inverse(k, gg, b, path, method, cu, chunk, tail, threads)
 
 
@@ -83,8 +88,7 @@ def score(inv, keys, g, beta, *, L=None, decay=None, inv_decay=None, method="", 
     of ``chunkinv score``: {"L", "INV", "metrics": {name: [N]}}. ``method`` names the arithmetic the kernel
     implements (its CPU reference gives the diagnostics and the gold-L twin; "exact" claims none). Without L,
     the L scored is the one INV inverts exactly (l_rel_rmse is then INV's backward error)."""
-    k, gg, b, cu = _inputs(keys, g, beta, cu_seqlens)
-    one = k.shape[0] == 1 and _np.ndim(keys) == 2
+    k, gg, b, cu, one = _inputs(keys, g, beta, cu_seqlens)
 
     def mat(x, name):
         a = _f64(x, name)
@@ -101,7 +105,7 @@ def score(inv, keys, g, beta, *, L=None, decay=None, inv_decay=None, method="", 
 def chunked(keys, g, beta, *, cu_seqlens=None, chunk=0, tail="pad"):
     """The samples the tool makes of the inputs: {"keys" [N, C, d], "g", "beta" [N, C], "chunks" [N, 4]
     (batch row, first token, head, valid tokens of each chunk)}."""
-    k, gg, b, cu = _inputs(keys, g, beta, cu_seqlens)
+    k, gg, b, cu, _ = _inputs(keys, g, beta, cu_seqlens)
     return _core.chunked(k, gg, b, cu, chunk, tail)
 
 
