@@ -35,6 +35,7 @@ struct BatchTiming {
 struct Batch {
   std::span<const Sample> samples;
   std::span<const GoldOutput> gold;
+  uint64_t first = 0;  // sample index of samples[0] (the candidate path reads its matrices by index)
 };
 
 class Path {
