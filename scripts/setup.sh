@@ -35,11 +35,6 @@ have_header fmt/format.h || need+=(libfmt-dev)
 have_header nlohmann/json.hpp || need+=(nlohmann-json3-dev)
 have_header zlib.h || need+=(zlib1g-dev)
 if [ "$tests" = ON ]; then have_header gtest/gtest.h || need+=(libgtest-dev); fi
-# Figures: scripts/plot.py runs on Debian's /usr/bin/python3 with its
-# matplotlib and numpy, and the tests draw with it (PlotScript.*).
-if [ "$tests" = ON ]; then
-  /usr/bin/python3 -c 'import matplotlib, numpy' > /dev/null 2>&1 || need+=(python3-matplotlib python3-numpy)
-fi
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -73,9 +68,8 @@ cached() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt" 2> /dev/null; }
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || [ "$(cached CHUNKINV_CUDA)" != "$cuda" ] || [ "$(cached BUILD_TESTING)" != "$tests" ]; then
   say "configuring into $BUILD_DIR/ (GPU paths $cuda, tests $tests; log $BUILD_DIR.configure.log)"
   mkdir -p "$BUILD_DIR"
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCHUNKINV_CUDA="$cuda" -DBUILD_TESTING="$tests" 2>&1 |
-    tee "$BUILD_DIR.configure.log" | sed -un 's/^-- \(Found\|Check\|Detecting\|Looking\|Performing\|chunkinv\)/setup: cmake: \1/p' >&2 ||
-    { cat "$BUILD_DIR.configure.log" >&2; say "configuration failed"; exit 1; }
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCHUNKINV_CUDA="$cuda" -DBUILD_TESTING="$tests" \
+    > "$BUILD_DIR.configure.log" 2>&1 || { cat "$BUILD_DIR.configure.log" >&2; say "configuration failed"; exit 1; }
 fi
 
 # Build, one line per step ("[ 42%] compiling src/core/fp.cpp"), kept on
