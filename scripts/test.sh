@@ -11,4 +11,3 @@ fi
 . scripts/setup.sh
 cd "$BUILD_DIR"
 ctest --output-on-failure -j "$(nproc)" "$@"
-cd - > /dev/null && BUILD_DIR="$BUILD_DIR" scripts/python-setup.sh  # the Python package and examples (pytest)
