@@ -43,15 +43,21 @@ def test_my_inverse_is_within_budget(chunk):
     m = chunkinv.score(inv, keys, g, beta, L=L, method="neumann")["metrics"]
     s = chunkinv.aggregate(m["inv_total_rel_rmse"])
     assert np.all(m["inv_finite"] == 1)
-    assert s["median"] < 1e-2 and s["p99"] < 5e-2, s
-    # And next to the production kernel's arithmetic (the emulated path) it is no worse than 4x.
+    # Measured (seed 0, d = 64): median 1.2e-4, p99 1.9e-4 at C = 16 and 1.7e-4 at C = 32.
+    assert s["median"] < 5e-4 and s["p99"] < 1e-3, s
+    # And no worse than the production kernel's arithmetic (the emulated path: median 1.6e-4 and 1.8e-4 here).
     ref = chunkinv.inverse(keys, g, beta, path="emulated", method="neumann")["metrics"]["inv_total_rel_rmse"]
-    assert s["median"] < 4 * np.median(ref)
+    assert s["median"] < 1.5 * np.median(ref)
 
 
-def test_strong_gates_are_caught():
-    # At floor -5 a 32-token chunk loses its decays in the kernel: the score says so.
-    keys, g, beta = inputs(50, 32, 64, floor=-5.0, seed=1)
-    emu = chunkinv.inverse(keys, g, beta, path="emulated", method="neumann")
-    finite = chunkinv.aggregate(emu["metrics"]["inv_finite"], flag=True)
-    assert finite["mean"] < 1.0
+def test_strong_gates_overflow_the_kernel_but_not_mine():
+    # g = -5 on every token of a 32-token chunk: the kernel's reciprocal decays 2^(-G2)
+    # overflow (SPEC's floor boundary, C >= 19), so its inverse is never finite; a kernel
+    # that forms each decay per pair, exp(min(G_i - G_j, 0)), stays finite.
+    keys, g, beta = inputs(20, 32, 64, floor=-5.0, seed=1)
+    g = np.full_like(g, -5.0)
+    emu = chunkinv.inverse(keys, g, beta, path="emulated", method="neumann")["metrics"]
+    assert chunkinv.aggregate(emu["inv_finite"], flag=True)["mean"] == 0.0
+    L, inv = my_kernel(keys, g, beta)
+    mine = chunkinv.score(inv, keys, g, beta, L=L, method="neumann")["metrics"]
+    assert np.all(mine["inv_finite"] == 1)

@@ -230,8 +230,9 @@ py::dict aggregate_values(const Array& v, bool flag) {
   std::vector<double> x(v.data(), v.data() + v.size());
   const Stats s = aggregate(x, flag);
   py::dict d;
-  for (const auto& [k, val] : stats_to_json(s).items())
-    d[py::str(k)] = val.is_string() ? number_from_json(val) : val.get<double>();
+  const nlohmann::json j = stats_to_json(s);  // items() does not keep a temporary alive
+  for (const auto& [k, val] : j.items())
+    if (val.is_string() || val.is_number()) d[py::str(k)] = number_from_json(val);
   return d;
 }
 

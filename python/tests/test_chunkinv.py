@@ -34,8 +34,12 @@ def num(x):
 
 
 def same_bits(a, b):
+    """Equal bit for bit (so 0.0 != -0.0); NaN where the other has NaN (JSON's "nan" carries no payload)."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return a.shape == b.shape and np.array_equal(a.view(np.uint64), b.view(np.uint64))
+    if a.shape != b.shape or not np.array_equal(np.isnan(a), np.isnan(b)):
+        return False
+    keep = ~np.isnan(a)
+    return np.array_equal(a[keep].view(np.uint64), b[keep].view(np.uint64))
 
 
 CASES = [  # (family axes, sample): finite, and one whose decays overflow (inf / nan entries)
