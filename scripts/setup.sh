@@ -35,11 +35,6 @@ have_header fmt/format.h || need+=(libfmt-dev)
 have_header nlohmann/json.hpp || need+=(nlohmann-json3-dev)
 have_header zlib.h || need+=(zlib1g-dev)
 if [ "$tests" = ON ]; then have_header gtest/gtest.h || need+=(libgtest-dev); fi
-# Figures: scripts/plot.py runs on Debian's /usr/bin/python3 with its
-# matplotlib and numpy, and the tests draw with it (PlotScript.*).
-if [ "$tests" = ON ]; then
-  /usr/bin/python3 -c 'import matplotlib, numpy' > /dev/null 2>&1 || need+=(python3-matplotlib python3-numpy)
-fi
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
