@@ -15,15 +15,19 @@ using namespace chunkinv::testing;
 
 TEST(Blockwise, DiagonalSubstitutionIsOneFmaPerUpdate) {
   // Step s = 0 sets X[r][0] = -A[r][0]; step s = 1 then X[2][0] = fmaf(-A21, X10, X20).
+  // These values round differently with a separate product and sum.
+  const float a10 = 0.1f, a20 = 0.1f, a21 = 1.0f / 3;
   Mat l = Mat::Zero(3, 3);
-  l(1, 0) = 0.1;
-  l(2, 0) = 0.3;
-  l(2, 1) = 0.7;
+  l(1, 0) = a10;
+  l(2, 0) = a20;
+  l(2, 1) = a21;
+  const float fused = std::fmaf(-a21, -a10, -a20), product = a21 * a10;
+  ASSERT_NE(fused, -a20 + product);
   for (const char* m : {"blockwise:precision=fp32", "blockwise:precision=fp32:block=16"}) {
     const InverseRun r = with(m).invert(l, true);
-    EXPECT_EQ(r.inv(1, 0), double(-0.1f)) << m;
-    EXPECT_EQ(r.inv(2, 0), double(std::fmaf(-0.7f, -0.1f, -0.3f))) << m;
-    EXPECT_EQ(r.inv(2, 1), double(-0.7f)) << m;
+    EXPECT_EQ(r.inv(1, 0), double(-a10)) << m;
+    EXPECT_EQ(r.inv(2, 0), double(fused)) << m;
+    EXPECT_EQ(r.inv(2, 1), double(-a21)) << m;
     EXPECT_EQ(r.intermediates.at(1).label, std::string(m).find("16") != std::string::npos ? "X[0:16,0:16]" : "X[0:8,0:8]");
   }
 }
@@ -45,10 +49,14 @@ TEST(Blockwise, Bf16MergeInTheDocumentedOrder) {
   EXPECT_EQ(r.inv(9, 6), bf16(t1 * -b));
   EXPECT_EQ(r.inv(9, 8), -c);
   EXPECT_EQ(r.inv(7, 6), -b);
-  EXPECT_NE(bf16(c * a), c * a);  // the BF16 rounding of T is visible here
-  bool saw_t = false;
-  for (const Intermediate& m : r.intermediates) saw_t |= m.label == "T[8:16,0:8]";
-  EXPECT_TRUE(saw_t);
+  // T itself is rounded to BF16 before the second product (visible here: c a is not a BF16 value).
+  ASSERT_NE(bf16(c * a), c * a);
+  const Intermediate* t = nullptr;
+  for (const Intermediate& m : r.intermediates)
+    if (m.label == "T[8:16,0:8]") t = &m;
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->m(1, 7), bf16(c * a));
+  EXPECT_EQ(t->m(0, 7), -a);
 }
 
 TEST(Blockwise, CloseToFp64OnRandomCases) {

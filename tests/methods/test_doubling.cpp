@@ -15,18 +15,19 @@ using namespace chunkinv::testing;
 TEST(Doubling, HandMadeCaseInTheDocumentedOrder) {
   // C = 4, N = -L: S = I + N; P = N N; S = S + P S (covers N^0..N^3; 4 = C stops the loop).
   Mat l = Mat::Zero(4, 4);
-  l(1, 0) = 0.1;
-  l(2, 1) = 0.7;
-  l(3, 2) = 0.3;
-  l(3, 0) = 0.2;
+  // Values for which (n32 n21) n10 and n32 (n21 n10) round differently in FP32.
+  l(1, 0) = double(1.0f / 7);
+  l(2, 1) = double(0.1f);
+  l(3, 2) = double(0.1f);  // and L(3,0) = 0, so that nothing is added to the product at (3,0)
   const InverseRun r = with("doubling").invert(l, true);
-  const float n10 = -0.1f, n21 = -0.7f, n32 = -0.3f, n30 = -0.2f;
+  const float n10 = -(1.0f / 7), n21 = -0.1f, n32 = -0.1f, n30 = 0.0f;
   const float p20 = std::fmaf(n21, n10, 0.0f), p31 = std::fmaf(n32, n21, 0.0f);
   // (P S)(3,0) = fmaf(P31, S10, fmaf(P30 = 0, S00, 0)); S(3,0) = fp32(n30 + that).
   const float ps30 = std::fmaf(p31, n10, 0.0f);
+  ASSERT_NE(ps30, std::fmaf(n32, p20, 0.0f));  // S P would round differently
   EXPECT_EQ(r.inv(3, 0), double(n30 + ps30));
   EXPECT_EQ(r.inv(2, 0), double(0.0f + p20));
-  EXPECT_EQ(r.diagnostics[0], double(0.7f));  // power_max: |N| and |N^2|
+  EXPECT_EQ(r.diagnostics[0], double(1.0f / 7));  // power_max: |N| above |N^2|
   ASSERT_EQ(r.intermediates.size(), 3u);      // N, N^2, S
   EXPECT_EQ(r.intermediates[1].label, "N^2");
 }

@@ -33,6 +33,20 @@ TEST(FlaSolveTril, DiagonalSubstitutionInTheDocumentedOrder) {
   EXPECT_EQ(r.intermediates.at(1).label, "Ai[0:16,0:16]");
 }
 
+TEST(FlaSolveTril, SubstitutionSumsKAscending) {
+  // Row 4, column 0: S = fp32(fp32(fp32(0 + 1) + 2^-24) + 2^-24) = 1 (two ties to even), where the
+  // descending order would give 1 + 2^-23. Rows 1..3 hold only their first column.
+  Mat l = Mat::Zero(5, 5);
+  l(1, 0) = 1.0;
+  l(2, 0) = 0x1p-12;
+  l(3, 0) = 0x1p-12;
+  l(4, 1) = 1.0;
+  l(4, 2) = 0x1p-12;
+  l(4, 3) = 0x1p-12;
+  EXPECT_EQ(with("fla_solve_tril").invert(l, false).inv(4, 0), 1.0);
+  EXPECT_EQ(unit_lower_inverse(l)(4, 0), 1.0 + 0x1p-23);  // the exact value
+}
+
 TEST(FlaSolveTril, MergeOf32InTheDocumentedOrderIeeeAndTf32) {
   // One entry in each diagonal block next to the seam and one across it:
   // A(15,14) = b, A(17,16) = c, A(16,15) = a.  Ai21 = -dot(dot(Ai22, A21), Ai11).

@@ -15,14 +15,15 @@ TEST(Horner, HandMadeCaseInTheDocumentedOrder) {
   // C = 4: X = I + N; X = I + N X; X = I + N X. Entry (3,0) after the last step:
   // fp32(0 + fmaf(n32, X20, fmaf(n31, X10, fmaf(n30, X00, 0)))).
   Mat l = Mat::Zero(4, 4);
-  l(1, 0) = 0.1;
-  l(2, 1) = 0.7;
-  l(3, 2) = 0.3;
-  l(3, 0) = 0.2;
-  const float n10 = -0.1f, n21 = -0.7f, n32 = -0.3f, n30 = -0.2f;
+  // Values for which (n32 n21) n10 and n32 (n21 n10) round differently in FP32.
+  l(1, 0) = double(1.0f / 7);
+  l(2, 1) = double(0.1f);
+  l(3, 2) = double(0.1f);  // and L(3,0) = 0, so that nothing is added to the product at (3,0)
+  const float n10 = -(1.0f / 7), n21 = -0.1f, n32 = -0.1f, n30 = 0.0f;
   // After step 2 (X = I + N (I + N)): X10 = n10, X20 = n21 n10, X21 = n21, X30 = n30 + n32*0, ...
   const float x2_10 = n10, x2_20 = std::fmaf(n21, n10, 0.0f);
   const float x3_30 = std::fmaf(n32, x2_20, std::fmaf(0.0f, x2_10, std::fmaf(n30, 1.0f, 0.0f)));
+  ASSERT_NE(x3_30, std::fmaf(std::fmaf(n32, n21, 0.0f), n10, 0.0f));  // X N would round differently
   const InverseRun r = with("horner").invert(l, false);
   EXPECT_EQ(r.inv(3, 0), double(0.0f + x3_30));
   EXPECT_EQ(r.inv(2, 0), double(0.0f + x2_20));

@@ -40,20 +40,25 @@ Mat emulated_l(int c, uint64_t sample) {
 }  // namespace
 
 TEST(NeumannSeries, HandMadeFp32SeriesInTheDocumentedOrder) {
-  // C = 3, every term: INV = (I + M) + M M with M = -L; (M M)(2,0) = fmaf(m21, m10, 0).
-  Mat l = Mat::Zero(3, 3);
-  l(1, 0) = 0.1;
-  l(2, 0) = 0.3;
-  l(2, 1) = 0.7;
+  // C = 4, every term, M = -L on the subdiagonal only: P2 = M M, P3 = P2 M (powers multiplied on
+  // the right); INV(3,0) = P3(3,0) = fmaf(fmaf(m32, m21, 0), m10, 0), which differs from
+  // m32 (m21 m10) for these values.
+  Mat l = Mat::Zero(4, 4);
+  l(1, 0) = double(1.0f / 7);
+  l(2, 1) = double(0.1f);
+  l(3, 2) = double(0.1f);
+  const float m10 = -(1.0f / 7), m21 = -0.1f, m32 = -0.1f;
+  const float p3 = std::fmaf(std::fmaf(m32, m21, 0.0f), m10, 0.0f);
+  ASSERT_NE(p3, std::fmaf(m32, std::fmaf(m21, m10, 0.0f), 0.0f));
   const InverseRun r = with("neumann_series:accum=fp32").invert(l, true);
-  const float p20 = std::fmaf(-0.7f, -0.1f, 0.0f);
-  EXPECT_EQ(r.inv(2, 0), double(-0.3f + p20));
-  EXPECT_EQ(r.inv(1, 0), double(-0.1f));
-  EXPECT_EQ(r.diagnostics[0], 2.0);             // highest_power
-  EXPECT_EQ(r.diagnostics[1], double(p20));     // last_term_max: (-L)^2 has one entry
-  EXPECT_EQ(r.diagnostics[2], 1.0);             // work_max: the partial sums' unit diagonal
-  ASSERT_EQ(r.intermediates.size(), 2u);
-  EXPECT_EQ(r.intermediates[1].label, "(-L)^2");
+  EXPECT_EQ(r.inv(3, 0), double(p3));
+  EXPECT_EQ(r.inv(2, 0), double(std::fmaf(m21, m10, 0.0f)));
+  EXPECT_EQ(r.inv(1, 0), double(m10));
+  EXPECT_EQ(r.diagnostics[0], 3.0);              // highest_power
+  EXPECT_EQ(r.diagnostics[1], std::fabs(p3));    // last_term_max: (-L)^3 has one entry
+  EXPECT_EQ(r.diagnostics[2], 1.0);              // work_max: the partial sums' unit diagonal
+  ASSERT_EQ(r.intermediates.size(), 3u);
+  EXPECT_EQ(r.intermediates[2].label, "(-L)^3");
 }
 
 TEST(NeumannSeries, ProductFormInFp16IsNeumannBitForBit) {

@@ -16,17 +16,18 @@ TEST(PatersonStockmeyer, HandMadeCaseInTheDocumentedOrder) {
   // C = 4, s = 2: B = I + N, G = N^2, m = 2: X = B + G B. Here G has G20 = n21 n10 and
   // G31 = n32 n21 only, so X(3,0) = fp32(n30 + fmaf(G31, B10, 0)) and X(2,0) = fp32(0 + G20).
   Mat l = Mat::Zero(4, 4);
-  l(1, 0) = 0.1;
-  l(2, 1) = 0.7;
-  l(3, 2) = 0.3;
-  l(3, 0) = 0.2;
-  const float n10 = -0.1f, n21 = -0.7f, n32 = -0.3f, n30 = -0.2f;
+  // Values for which (n32 n21) n10 and n32 (n21 n10) round differently in FP32.
+  l(1, 0) = double(1.0f / 7);
+  l(2, 1) = double(0.1f);
+  l(3, 2) = double(0.1f);  // and L(3,0) = 0, so that nothing is added to the product at (3,0)
+  const float n10 = -(1.0f / 7), n21 = -0.1f, n32 = -0.1f, n30 = 0.0f;
   const float g31 = std::fmaf(n32, n21, 0.0f), g20 = std::fmaf(n21, n10, 0.0f);
   const float gb30 = std::fmaf(g31, n10, 0.0f);
+  ASSERT_NE(gb30, std::fmaf(n32, g20, 0.0f));  // B G would round differently
   const InverseRun r = with("paterson_stockmeyer:s=2").invert(l, true);
   EXPECT_EQ(r.inv(3, 0), double(n30 + gb30));
   EXPECT_EQ(r.inv(2, 0), double(0.0f + g20));
-  EXPECT_EQ(r.diagnostics[0], double(0.7f));  // power_max over N and N^2
+  EXPECT_EQ(r.diagnostics[0], double(1.0f / 7));  // power_max over N and N^2
   EXPECT_EQ(r.intermediates.at(1).label, "N^2");
 }
 

@@ -37,16 +37,16 @@ TEST(ResidualNeumann, HandMadeFp32CaseInTheDocumentedOrder) {
 }
 
 TEST(ResidualNeumann, HandMadeInt16CaseWithItsRoundings) {
-  // f = 4 fraction bits: 0.3 -> 5/16, 0.7 -> 11/16, 0.1 -> 2/16 (1.6 rounds to 2).
-  // N = 2, band 3, S = 0: X0 = I - L + L^2; (L^2)(2,0): q = (11 * 2) / 16 = 1.375 rounds to 1.
+  // f = 4 fraction bits: 0.3 -> 5/16 (4.8 rounds up), 0.7 -> 11/16 (11.2 rounds down), 0.25 -> 4/16.
+  // N = 2, band 3, S = 0: X0 = I - L + L^2; (L^2)(2,0): q = (11 * 4) / 16 = 2.75 rounds to 3.
   Mat l = Mat::Zero(3, 3);
-  l(1, 0) = 0.1;
+  l(1, 0) = 0.25;
   l(2, 0) = 0.3;
   l(2, 1) = 0.7;
   const InverseRun r = with("residual_neumann:format=int16:frac_bits=4:order=2:steps=0").invert(l, true);
-  EXPECT_EQ(r.inv(1, 0), -2.0 / 16);
+  EXPECT_EQ(r.inv(1, 0), -4.0 / 16);
   EXPECT_EQ(r.inv(2, 1), -11.0 / 16);
-  EXPECT_EQ(r.inv(2, 0), (-5.0 + 1.0) / 16);  // -l20 + (l21 l10), each on the 1/16 grid
+  EXPECT_EQ(r.inv(2, 0), (-5.0 + 3.0) / 16);  // -l20 + (l21 l10), each on the 1/16 grid
   EXPECT_EQ(r.diagnostics[3], 0.0);
   EXPECT_EQ(r.intermediates.at(0).m(2, 0), 5.0 / 16);  // L as quantized
 }
