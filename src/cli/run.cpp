@@ -135,6 +135,7 @@ void run(const RunArgs& a) {
   const uint64_t cli_seed = a.seed.empty() ? 0 : parse_count("--seed", a.seed, 0, UINT64_MAX);
   const uint64_t cli_batch = a.batch.empty() ? 0 : parse_count("--batch", a.batch, 1, kMaxSamples);
   const int threads = a.threads.empty() ? 0 : int(parse_count("--threads", a.threads, 0, 1024));
+  const uint64_t max_memory = a.max_memory.empty() ? 0 : parse_size("--max-memory", a.max_memory);
   const double every = a.checkpoint_every.empty() ? 10.0 : double(parse_count("--checkpoint-every", a.checkpoint_every, 0, 86400));
   if (!a.paths.empty()) parse_paths(a.paths);  // a typo is named even when nothing else is given
   if (a.configs.empty() && a.axes.empty() && a.inputs.empty())
@@ -196,8 +197,8 @@ void run(const RunArgs& a) {
     if (const auto n = find_family(g.config.family).available_samples(g.config); n && samples > *n)
       throw UsageError(fmt::format("{} {}: family {} holds {} samples at chunk {}; give --samples {} or fewer", samples_name,
                                    samples, g.config.family, *n, g.config.chunk, *n));
-  const MemoryBudget budget = a.max_memory.empty() ? memory_budget(runner.pool().size())
-                                                   : MemoryBudget{parse_size("--max-memory", a.max_memory), "--max-memory"};
+  const MemoryBudget budget =
+      max_memory ? MemoryBudget{max_memory, "--max-memory"} : memory_budget(runner.pool().size());
   runner.set_batch(check_memory(plan, samples, samples_name, cli_batch, a.per_sample, budget));
 
   // What the results depend on: a resume must match it exactly.
@@ -279,6 +280,7 @@ void run(const RunArgs& a) {
     throw;
   }
   bar.finish();
+  stop_point.reset();  // from here a signal ends the run at once (the checkpoint holds everything)
 
   Report report;
   report.results = std::move(result.entries);

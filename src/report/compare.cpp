@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/json_read.hpp"
 #include "metrics/metrics.hpp"
 #include "report/table.hpp"
 
@@ -173,10 +174,9 @@ CheckRules check_rules_from_json(const json& j) {
 }
 
 CheckRules read_check_rules(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(fmt::format("rules {}: cannot be opened", path));
+  const json j = read_json_file(path, config_source("rules " + path));
   try {
-    return check_rules_from_json(json::parse(in));
+    return check_rules_from_json(j);
   } catch (const json::exception& e) {
     throw UsageError(fmt::format("rules {}: {}", path, e.what()));
   } catch (const UsageError& e) {

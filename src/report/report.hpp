@@ -3,7 +3,9 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,7 +26,14 @@ nlohmann::json json_number(double v);
 double number_from_json(const nlohmann::json& j);
 
 nlohmann::json stats_to_json(const Stats& s);
-Stats stats_from_json(const nlohmann::json& j);
+// Refuses a missing statistic, NaN where only a mean may be NaN, a
+// finite_count that is not a whole number (at most `samples` when given),
+// a Wilson interval outside [0, 1].
+Stats stats_from_json(const nlohmann::json& j, std::optional<uint64_t> samples = std::nullopt);
+
+// The most samples one configuration may have: 10^15, so that a sample
+// index or count stays exact in a double.
+inline constexpr uint64_t kMaxSamples = 1'000'000'000'000'000;
 
 struct ReportEntry {
   nlohmann::json axes;  // {"family", "chunk", "dim", "path", "method", <family params>...}
@@ -42,8 +51,13 @@ struct Report {
 
 nlohmann::json report_to_json(const Report& r);
 // Throws UsageError("report FILE: <what is wrong>") for an unreadable,
-// malformed or foreign file.
+// malformed or foreign file: more than 2 GiB ($CHUNKINV_MAX_REPORT_BYTES
+// raises it), JSON nested deeper than 64, a duplicate key, bytes after the
+// report, "samples" not a whole number from 1 to kMaxSamples, a statistic
+// that cannot be (above), one configuration twice.
 Report read_report(const std::string& path);
+// The same from the file's text (`path` names it in messages).
+Report parse_report(std::string_view text, const std::string& path);
 
 // A report is written all at once or not at all, to a file, a device or
 // stdout ("-"); the destination is checked before any work (core/output_file.hpp).

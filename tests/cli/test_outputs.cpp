@@ -191,6 +191,12 @@ TEST(Output, AnInputIsNeverOverwritten) {
   p = sh(dir, "run c.json -q -o c.json");
   EXPECT_EQ(p.status, 2);
   EXPECT_NE(p.out.find("is also an input (c.json)"), std::string::npos) << p.out;
+  ASSERT_EQ(sh(dir, "inspect --family floor -a chunk=8 -a dim=16 --count 3 --export s.npz").status, 0);
+  const std::string set = slurp(dir + "/s.npz");
+  p = sh(dir, "inspect --inputs s.npz --count 2 --export s.npz");
+  EXPECT_EQ(p.status, 2);
+  EXPECT_NE(p.out.find("--export s.npz: is the --inputs being read"), std::string::npos) << p.out;
+  EXPECT_EQ(slurp(dir + "/s.npz"), set);
   EXPECT_EQ(sh(dir, "table r.json -o t.md").status, 0);  // elsewhere is fine
   fs::remove_all(dir);
 }

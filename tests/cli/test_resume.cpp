@@ -188,6 +188,21 @@ TEST(Resume, SigintStopsAfterTheBatchSavesAndSaysHowToFinish) {
   fs::remove_all(dir);
 }
 
+TEST(Resume, SigtermStopsLikeSigint) {
+  const std::string dir = temp_dir();
+  Child run(kRun, dir, "first");
+  ASSERT_TRUE(wait_for_progress(run, dir + "/r.json.ckpt", 3000)) << run.err();
+  run.signal(SIGTERM);
+  const int st = run.wait();
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM) << "status 143 in a shell";
+  EXPECT_NE(run.err().find("stopped by SIGTERM"), std::string::npos) << run.err();
+  EXPECT_TRUE(fs::exists(dir + "/r.json.ckpt"));
+  EXPECT_FALSE(fs::exists(dir + "/r.json"));
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  fs::remove_all(dir);
+}
+
 TEST(Resume, RefusesACheckpointOfAnotherRunInOneLine) {
   const std::string dir = temp_dir();
   Child run(kRun, dir, "first");

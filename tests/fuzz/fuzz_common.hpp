@@ -13,6 +13,9 @@
 // memory limit (2 GiB); the code path is the same.
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   ::setenv("CHUNKINV_MAX_TENSOR_BYTES", "256M", 0);
+  // Likewise, a grid of at most 2000 configurations keeps every input of
+  // the config and axis targets fast; the count is checked the same way.
+  ::setenv("CHUNKINV_MAX_CONFIGURATIONS", "2000", 0);
   return 0;
 }
 
@@ -20,6 +23,22 @@ namespace chunkinv::fuzz {
 
 inline std::string_view bytes_of(const uint8_t* data, size_t size) {
   return {reinterpret_cast<const char*>(data), size};
+}
+
+// True when a grid of `spec` names the `file` family, which reads the
+// tensor file its `inputs` axis names: the config and axis targets do not
+// expand those (fuzz_tensor_set covers the reading).
+template <typename Spec>
+bool reads_files(const Spec& spec) {
+  for (const auto& g : spec.grids) {
+    const auto f = g.find("family");
+    if (f == g.end()) continue;
+    if (f->is_string() && *f == "file") return true;
+    if (f->is_array())
+      for (const auto& x : *f)
+        if (x.is_string() && x == "file") return true;
+  }
+  return false;
 }
 
 template <typename Read>
