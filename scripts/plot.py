@@ -1,18 +1,25 @@
-#!/usr/bin/env python3
-"""Plot chunkinv reports (schema chunkinv.report/1) against chunk size.
+#!/usr/bin/python3
+"""Figures of chunkinv reports for papers (docs/figures.md).
 
-One column per input family (and family parameters); rows:
-  * each error metric: the median with its p10-p90 band, per path, log axes;
-  * the finite share of the inverse with its 95% Wilson interval;
-  * histograms of log10(error) when the entries carry per_sample values
-    (chunkinv run --per-sample).
-Reads only the report JSON. Non-finite medians are drawn as crosses on a
-line marked "inf" above the finite values.
+One panel per facet (a value of --facet, and of every other axis that varies
+besides --x, path and method), one row per metric:
+  * each error metric: the median against --x with its p10-p90 band, one
+    series per path (and method, when several), log y axis; above it a strip
+    with the number of non-finite samples at each point, so that an infinite
+    value is never drawn as a number;
+  * the share of finite inverses with its 95% Wilson interval.
+The legend names the series, the band, the interval and the sample count.
+Sizes for one- and two-column figures (--width single|double: 3.5 in and
+7.16 in), the Okabe-Ito palette with a distinct marker per series, the
+format from the file name (.png, .pdf, .svg). Reads only the report JSON.
 
-usage: scripts/plot.py REPORT... -o FILE.png|pdf [--metric NAME]...
+usage: scripts/plot.py REPORT... -o FILE.png|pdf|svg [--x AXIS] [--facet AXIS]
+                       [--metric NAME]... [--no-share] [--where AXIS=V1,V2]...
+                       [--width single|double] [--columns N] [--dpi N]
 """
 
 import argparse
+import difflib
 import json
 import math
 import os
@@ -27,16 +34,37 @@ ALIASES = {
     "stable_l_highest_power": "gold_l_highest_power",
     "stable_l_power_max": "gold_l_power_max",
 }
-DEFAULT_METRICS = ["inv_total_rel_rmse", "inv_gold_l_rel_rmse"]
+DEFAULT_METRICS = ["inv_total_rel_rmse"]
 SHARE_METRIC = "inv_finite"
 REQUIRED_STATS = ["median", "mean", "p10", "p90", "p99", "min", "max", "finite_count"]
-TITLES = {
-    "inv_total_rel_rmse": "INV total (vs gold inverse)",
-    "inv_gold_l_rel_rmse": "INV power (the method on the gold L)",
-    "inv_method_only_rel_rmse": "method only (vs inverse of I + path L)",
-    "l_rel_rmse": "L (vs gold L)",
-    "inverse_residual": "residual (I + gold L) INV - I",
+# The y label of a metric's row; others are shown by name.
+METRIC_LABELS = {
+    "inv_total_rel_rmse": "INV total\nrel. RMSE",
+    "inv_gold_l_rel_rmse": "INV on gold $L$\nrel. RMSE",
+    "inv_method_only_rel_rmse": "method only\nrel. RMSE",
+    "l_rel_rmse": "$L$ rel. RMSE",
+    "inverse_residual": "residual",
+    "power_max": "max power magnitude",
+    "gold_l_power_max": "max power magnitude",
 }
+# How an axis reads on a figure: (axis label, facet title format).
+AXIS_LABELS = {
+    "chunk": ("chunk size $C$", "$C = {}$"),
+    "decay_floor": ("decay floor", "decay floor ${}$"),
+    "dim": ("head dim $d$", "$d = {}$"),
+    "log_decay": ("log decay", "log decay ${}$"),
+    "beta": (r"$\beta$", r"$\beta = {}$"),
+    "method": ("method", "{}"),
+    "path": ("path", "{}"),
+    "family": ("family", "{}"),
+}
+# Okabe & Ito's colour-blind-safe palette (black last), one marker per series.
+PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+WIDTHS = {"single": 3.5, "double": 7.16}  # inches: one column, the full text width
+MAX_COLUMNS = {"single": 3, "double": 5}  # facets per row before they wrap
+SERIES_AXES = ("path", "method")
+EXTENSIONS = (".png", ".pdf", ".svg")
 
 
 class ReportError(Exception):
@@ -60,7 +88,7 @@ def read_report(path):
             doc = json.load(f)
     except OSError as e:
         raise ReportError(f"report {path}: cannot be opened ({e.strerror})") from None
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ReportError(f"report {path}: not valid JSON ({e})") from None
     if not isinstance(doc, dict) or doc.get("schema") not in SCHEMAS:
         raise ReportError(f"report {path}: schema is not \"{SCHEMAS[0]}\"")
@@ -72,11 +100,12 @@ def read_report(path):
         where = f"report {path}: results[{i}]"
         if not isinstance(e, dict) or not isinstance(e.get("axes"), dict):
             raise ReportError(f"{where}: \"axes\" is missing")
-        axes = e["axes"]
-        if "path" not in axes or "chunk" not in axes:
-            raise ReportError(f"{where}: axes.path or axes.chunk is missing")
-        if isinstance(axes["chunk"], bool) or not isinstance(axes["chunk"], (int, float)):
-            raise ReportError(f"{where}: axes.chunk must be a number")
+        axes = dict(e["axes"])
+        if "path" not in axes:
+            raise ReportError(f"{where}: axes.path is missing")
+        for k, v in axes.items():
+            if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+                raise ReportError(f"{where}: axes.{k} must be a string or a number")
         metrics = e.get("metrics")
         if not isinstance(metrics, dict):
             raise ReportError(f"{where}: \"metrics\" is missing")
@@ -89,129 +118,423 @@ def read_report(path):
             missing = [k for k in REQUIRED_STATS if k not in stats[name]]
             if missing:
                 raise ReportError(f"{where}: metric {name}: statistic \"{missing[0]}\" is missing")
-        per_sample = {}
-        for name, values in (e.get("per_sample") or {}).items():
-            name = ALIASES.get(name, name)
-            per_sample[name] = [number(v, f"{where}: per_sample {name}") for v in values]
-        entries.append({"axes": axes, "report": path, "samples": e.get("samples", 0), "metrics": stats, "per_sample": per_sample})
+        samples = e.get("samples")
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+            raise ReportError(f"{where}: \"samples\" must be a non-negative integer")
+        # Schema /1 had no method axis: the gold's own entry is the exact
+        # solve (it has no error against itself), every other one Neumann's.
+        axes.setdefault("method", "neumann" if "inv_total_rel_rmse" in stats else "exact")
+        entries.append({"axes": axes, "report": path, "samples": samples, "metrics": stats})
     return entries
 
 
-def group_label(axes):
-    """The family and its parameters: one column of the figure."""
-    label = str(axes.get("family", "?"))
-    rest = [f"{k}={axes[k]}" for k in sorted(axes) if k not in ("family", "chunk", "path", "method")]
-    return " ".join([label] + rest)
+def nearest(name, choices):
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
+    return f" (did you mean \"{close[0]}\"?)" if close else ""
 
 
-def series_names(entries):
-    """Each entry's series: its path, or "path (report)" when several reports
-    hold the same configuration (two runs side by side)."""
-    seen, repeated = set(), False
-    for e in entries:
-        key = json.dumps(e["axes"], sort_keys=True)
-        repeated = repeated or key in seen
-        seen.add(key)
-    methods = {str(e["axes"].get("method", "neumann")) for e in entries if "inv_total_rel_rmse" in e["metrics"]}
-    for e in entries:
-        name = str(e["axes"]["path"])
-        if len(methods) > 1:
-            name += f"/{e['axes'].get('method', 'neumann')}"
-        e["series"] = f"{name} ({os.path.basename(e['report'])})" if repeated else name
+def is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def organise(entries):
-    """group label -> series -> list of entries sorted by chunk, in order of appearance."""
-    series_names(entries)
-    groups = OrderedDict()
-    for e in entries:
-        paths = groups.setdefault(group_label(e["axes"]), OrderedDict())
-        paths.setdefault(e["series"], []).append(e)
-    for paths in groups.values():
-        for series in paths.values():
-            series.sort(key=lambda e: float(e["axes"]["chunk"]))
-    return groups
+def value_text(v):
+    if isinstance(v, float) and v == int(v):
+        return str(int(v))
+    return str(v)
 
 
-def plot_errors(ax, paths, metric, colors, np):
-    """Median with its p10-p90 band per path; non-finite values on an "inf" line."""
-    finite_values, drawn = [], False
-    for series in paths.values():
-        for e in series:
-            s = e["metrics"].get(metric)
-            if s:
-                finite_values += [s[k] for k in ("median", "p10", "p90") if math.isfinite(s.get(k, math.nan)) and s[k] > 0]
-    if not finite_values:
-        ax.text(0.5, 0.5, "no finite values", ha="center", va="center", transform=ax.transAxes)
-        return
-    top = 10 ** (math.ceil(math.log10(max(finite_values))) + 1)
-    any_inf = False
-    for path, series in paths.items():
-        pts = [(float(e["axes"]["chunk"]), e["metrics"][metric]) for e in series if metric in e["metrics"]]
+def tick_text(v):
+    """An axis value as a figure shows it: numbers with a true minus sign."""
+    return value_text(v).replace("-", "\u2212") if is_number(v) else value_text(v)
+
+
+def distinct(values):
+    """Distinct axis values in a stable order: numbers ascending, text as first seen."""
+    out = list(OrderedDict.fromkeys(values))
+    if all(is_number(v) for v in out):
+        out.sort()
+    return out
+
+
+def parse_where(items, axes_present):
+    """--where AXIS=V1,V2: keep entries whose AXIS is one of the values."""
+    filters = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ReportError(f"--where {item}: expected AXIS=VALUE[,VALUE...]")
+        axis, values = item.split("=", 1)
+        if axis not in axes_present:
+            raise ReportError(f"--where: no entry has the axis \"{axis}\"{nearest(axis, axes_present)}; "
+                              f"axes: {', '.join(sorted(axes_present))}")
+        filters.setdefault(axis, set()).update(v.strip() for v in values.split(","))
+    return filters
+
+
+def keep(entry, filters):
+    return all(value_text(entry["axes"].get(axis, "")) in values for axis, values in filters.items())
+
+
+class Layout:
+    """What goes where: the x axis, the facets, the series, each entry's place."""
+
+    def __init__(self, entries, x, facet):
+        self.entries = entries
+        axes = list(OrderedDict.fromkeys(k for e in entries for k in e["axes"]))
+        values = {a: distinct(e["axes"][a] for e in entries if a in e["axes"]) for a in axes}
+        varying = [a for a in axes if len(values[a]) > 1]
+        for flag, name in (("--x", x), ("--facet", facet)):
+            if name is not None and name not in axes:
+                raise ReportError(f"{flag} {name}: the reports have no such axis{nearest(name, axes)}; "
+                                  f"axes: {', '.join(axes)}")
+        if x is None:
+            numeric = [a for a in varying if a not in SERIES_AXES and all(is_number(v) for v in values[a])]
+            x = "chunk" if "chunk" in varying else numeric[0] if numeric else varying[0] if varying else "chunk"
+            if x not in axes:
+                raise ReportError("the reports have no axis to put on x; name one with --x")
+        if facet == x:
+            raise ReportError(f"--facet {facet} is also the x axis")
+        self.x = x
+        self.x_values = values[x]
+        self.x_numeric = all(is_number(v) for v in self.x_values)
+        # Facets: the named axis, then every other axis that varies and is
+        # neither x nor a series axis, so that no two points share a place.
+        self.facet_axes = [facet] if facet else []
+        self.facet_axes += [a for a in varying if a not in (x, facet) and a not in SERIES_AXES]
+        # Path and method name every series, even when one is the same for
+        # all: "gold" alone would hide that it is a method on the gold L.
+        self.series_axes = [a for a in SERIES_AXES if a not in (x, facet) and a in axes]
+        # The same configuration from several reports: the report names the series too.
+        seen, repeated = set(), False
+        for e in entries:
+            key = json.dumps(e["axes"], sort_keys=True)
+            repeated = repeated or key in seen
+            seen.add(key)
+        self.by_report = repeated
+        self.facets = list(OrderedDict.fromkeys(self.facet_key(e) for e in entries))
+        self.facets.sort(key=lambda k: [(0, v, "") if is_number(v) else (1, 0, str(v)) for v in k])
+        self.series = list(OrderedDict.fromkeys(self.series_key(e) for e in entries))
+
+    def facet_key(self, e):
+        return tuple(e["axes"].get(a, "") for a in self.facet_axes)
+
+    def series_key(self, e):
+        key = tuple(value_text(e["axes"].get(a, "")) for a in self.series_axes)
+        return key + ((os.path.basename(e["report"]),) if self.by_report else ())
+
+    def facet_title(self, key):
+        parts = []
+        for axis, v in zip(self.facet_axes, key):
+            fmt = AXIS_LABELS.get(axis, (axis, axis + " = {}"))[1]
+            text = value_text(v)
+            parts.append(fmt.format(text.replace("-", "{-}") if "$" in fmt else text))
+        return ", ".join(parts)
+
+    def series_label(self, key):
+        """ "emulated / neumann", and "(report.json)" after it when reports are compared."""
+        if self.by_report:
+            return " / ".join(key[:-1]) + f" ({key[-1]})"
+        return " / ".join(key)
+
+    def x_label(self):
+        return AXIS_LABELS.get(self.x, (self.x, ""))[0]
+
+    def x_position(self, v):
+        return float(v) if self.x_numeric else float(self.x_values.index(v))
+
+    def points(self, facet, series, metric):
+        """(x position, entry) of one series in one facet, sorted by x."""
+        pts = [(self.x_position(e["axes"][self.x]), e) for e in self.entries
+               if self.x in e["axes"] and self.facet_key(e) == facet and self.series_key(e) == series
+               and metric in e["metrics"]]
+        return sorted(pts, key=lambda p: p[0])
+
+
+def sample_counts(entries):
+    counts = sorted({e["samples"] for e in entries})
+    if not counts:
+        return ""
+    return f"$n = {counts[0]}$" if len(counts) == 1 else f"$n = {counts[0]}$ to ${counts[-1]}$"
+
+
+def style(plt):
+    """A paper's figure: 8 pt text, thin lines, fonts embedded as text."""
+    plt.rcParams.update({
+        "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "legend.fontsize": 7,
+        "xtick.labelsize": 7, "ytick.labelsize": 7, "axes.linewidth": 0.6,
+        "xtick.major.width": 0.6, "ytick.major.width": 0.6, "xtick.minor.width": 0.4,
+        "ytick.minor.width": 0.4, "xtick.major.size": 2.5, "ytick.major.size": 2.5,
+        "xtick.minor.size": 1.5, "ytick.minor.size": 1.5, "lines.linewidth": 1.0,
+        "lines.markersize": 3.5, "axes.spines.top": False, "axes.spines.right": False,
+        "pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "chunkinv",
+    })
+
+
+def set_x_axis(ax, layout, panel_w):
+    """Ticks at the values swept: every k-th number labelled where they would
+    crowd, names slanted where they would run into each other."""
+    from matplotlib.ticker import NullLocator
+
+    labels = [tick_text(v) for v in layout.x_values]
+    step = math.ceil(len(labels) / max(2, int(panel_w / 0.27))) if layout.x_numeric else 1
+    labels = [t if (len(labels) - 1 - i) % step == 0 else "" for i, t in enumerate(labels)]
+    if layout.x_numeric:
+        xs = [float(v) for v in layout.x_values]
+        if layout.x in ("chunk", "dim") and min(xs) > 0 and max(xs) / min(xs) >= 4:
+            ax.set_xscale("log", base=2)
+            ax.set_xlim(min(xs) / 2 ** 0.3, max(xs) * 2 ** 0.3)
+        elif max(xs) > min(xs):
+            pad = (max(xs) - min(xs)) * 0.07
+            ax.set_xlim(min(xs) - pad, max(xs) + pad)
+        if len(xs) <= 16:
+            ax.set_xticks(xs)
+            ax.set_xticklabels(labels)
+            ax.xaxis.set_minor_locator(NullLocator())
+    else:
+        ax.set_xticks(range(len(layout.x_values)))
+        ax.set_xlim(-0.5, len(layout.x_values) - 0.5)
+        # About 0.055 in a character at 7 pt.
+        if max(len(t) for t in labels) * 0.055 * len(labels) > 0.85 * panel_w:
+            ax.set_xticklabels(labels, rotation=30, ha="right", rotation_mode="anchor")
+        else:
+            ax.set_xticklabels(labels)
+
+
+def dodge(layout, index, count):
+    """A small horizontal offset per series on a categorical x, so error bars do not overlap."""
+    return 0.0 if layout.x_numeric or count < 2 else (index - (count - 1) / 2) * 0.12
+
+
+def value_range(layout, metric):
+    """The finite medians and p10-p90 of a metric over the figure: one y range per row."""
+    values = [e["metrics"][metric][k] for e in layout.entries if metric in e["metrics"] for k in ("median", "p10", "p90")]
+    values = [v for v in values if math.isfinite(v)]
+    if not values:
+        return None, True
+    log_y = min(values) > 0
+    lo, hi = min(values), max(values)
+    if log_y:
+        return (lo / 2.5, hi * 2.5), True
+    pad = (hi - lo) * 0.08 or 1.0
+    return (lo - pad, hi + pad), False
+
+
+def plot_metric(ax, strip, layout, facet, metric, strip_rows, styles, top, first_column, stagger, np):
+    """Median and p10-p90 band; the non-finite counts in the strip above (each
+    row's series marker in the first column only: the rows are the same in all)."""
+    for i, key in enumerate(layout.series):
+        pts = layout.points(facet, key, metric)
         if not pts:
             continue
-        color = colors[path]
-        c = np.array([p[0] for p in pts])
-        med = np.array([p[1]["median"] for p in pts])
-        lo = np.array([p[1]["p10"] for p in pts])
-        hi = np.array([p[1]["p90"] for p in pts])
-        clip = lambda a: np.where(np.isfinite(a) & (a > 0), a, np.where(np.isinf(a), top, np.nan))
-        ax.fill_between(c, clip(lo), clip(hi), color=color, alpha=0.2, linewidth=0)
-        finite = np.isfinite(med) & (med > 0)
-        ax.plot(c[finite], med[finite], "o-", color=color, label=f"{path} median, p10-p90", markersize=4)
-        if (~np.isfinite(med)).any():
-            any_inf = True
-            ax.plot(c[~np.isfinite(med)], np.full((~np.isfinite(med)).sum(), top), "x", color=color,
-                    markersize=8, mew=2, label=f"{path} median = inf")
-        drawn = True
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    if any_inf:
-        ax.axhline(top, color="0.6", linestyle=":", linewidth=1)
-        ax.text(1.0, top, " inf", transform=ax.get_yaxis_transform(), va="center", ha="left", color="0.4", fontsize=8)
-    ax.set_ylim(min(finite_values) / 10, top * 3)
-    ax.grid(True, which="major", alpha=0.3)
-    if drawn:
-        ax.legend(fontsize=7, loc="upper left")
+        colour, marks = styles[key]
+        x = np.array([p + dodge(layout, i, len(layout.series)) for p, _ in pts])
+        s = [e["metrics"][metric] for _, e in pts]
+        med = np.array([v["median"] for v in s])
+        lo = np.array([v["p10"] for v in s])
+        hi = np.array([v["p90"] for v in s])
+        finite_med = np.isfinite(med)
+        band = np.isfinite(lo) & np.isfinite(hi)
+        # A band between neighbouring points, a bar where a point stands alone.
+        alone = band.copy()
+        if layout.x_numeric:
+            joined = band[1:] & band[:-1]
+            alone[1:] &= ~joined
+            alone[:-1] &= ~joined
+            ax.fill_between(x, np.where(band, lo, np.nan), np.where(band, hi, np.nan), color=colour,
+                            alpha=0.18, linewidth=0)
+        if alone.any():
+            ax.vlines(x[alone], lo[alone], hi[alone], color=colour, alpha=0.35, linewidth=3)
+        # Where p90 is not finite the band is open upwards: a dashed line to the top.
+        open_top = np.isfinite(lo) & ~np.isfinite(hi)
+        for xv, lv in zip(x[open_top], lo[open_top]):
+            ax.plot([xv, xv], [lv, top], color=colour, linestyle=(0, (2, 1.5)), linewidth=0.8, alpha=0.8)
+        # The median line breaks where the median is not finite. (An artist
+        # without data is not drawn: matplotlib would place it at the origin
+        # when laying the figure out.)
+        if finite_med.any():
+            ax.plot(x, np.where(finite_med, med, np.nan), color=colour, markersize=4,
+                    linestyle="-" if layout.x_numeric else "none", **marks)
+        if strip is not None and key in strip_rows:
+            # One row per series, its marker at the left; the number of
+            # non-finite samples at each x ("all" when every sample is).
+            row = strip_rows.index(key)
+            if first_column:
+                strip.plot([-0.05], [row], transform=strip.get_yaxis_transform(), linestyle="none",
+                           color=colour, markersize=3.2, clip_on=False, **marks)
+            for xv, (_, e), v in zip(x, pts, s):
+                bad = e["samples"] - v["finite_count"]
+                # Where the x values stand close, every second count one line lower.
+                y = row + (0.22 if layout.x_values.index(e["axes"][layout.x]) % 2 else -0.22) if stagger else row
+                if bad > 0:
+                    strip.text(xv, y, "all" if bad == e["samples"] else f"{int(bad)}", fontsize=5.5,
+                               ha="center", va="center", color=colour, clip_on=False)
 
 
-def plot_share(ax, paths, colors, np):
-    """The share of samples whose inverse is finite, with its Wilson interval."""
-    for path, series in paths.items():
-        pts = [(float(e["axes"]["chunk"]), e["metrics"][SHARE_METRIC]) for e in series if SHARE_METRIC in e["metrics"]]
-        if not pts or path.split(" ")[0] == "gold":
+def plot_share(ax, layout, facet, styles, np):
+    """The share of samples whose inverse is finite, with its 95% Wilson interval."""
+    for i, key in enumerate(layout.series):
+        pts = layout.points(facet, key, SHARE_METRIC)
+        if not pts:
             continue
-        c = np.array([p[0] for p in pts])
-        share = np.array([p[1]["mean"] for p in pts])
-        lo = np.array([p[1].get("wilson_low", p[1]["mean"]) for p in pts])
-        hi = np.array([p[1].get("wilson_high", p[1]["mean"]) for p in pts])
-        ax.errorbar(c, 100 * share, yerr=[100 * (share - lo), 100 * (hi - share)], fmt="o-", color=colors[path],
-                    capsize=3, markersize=4, label=f"{path} (95% Wilson)")
-    ax.set_xscale("log", base=2)
-    ax.set_ylim(-5, 105)
-    ax.set_ylabel("inverse finite [%]")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left")
+        colour, marks = styles[key]
+        x = np.array([p + dodge(layout, i, len(layout.series)) for p, _ in pts])
+        s = [e["metrics"][SHARE_METRIC] for _, e in pts]
+        share = 100 * np.array([v["mean"] for v in s])
+        lo = 100 * np.array([v.get("wilson_low", v["mean"]) for v in s])
+        hi = 100 * np.array([v.get("wilson_high", v["mean"]) for v in s])
+        ax.errorbar(x, share, yerr=[share - lo, hi - share], color=colour, markersize=4, capsize=1.5,
+                    elinewidth=0.7, linestyle="-" if layout.x_numeric else "none", linewidth=1.0, **marks)
+    ax.set_ylim(-8, 108)
+    ax.set_yticks([0, 50, 100])
 
 
-def plot_histograms(ax, paths, metric, np):
-    """log10 of every sample's error, one step histogram per (path, chunk)."""
-    series = [(path, e) for path, es in paths.items() for e in es if metric in e["per_sample"] and path.split(" ")[0] != "gold"]
-    values = [v for _, e in series for v in e["per_sample"][metric] if math.isfinite(v) and v > 0]
-    if not values:
-        ax.text(0.5, 0.5, "no finite per-sample values", ha="center", va="center", transform=ax.transAxes)
-        return
-    bins = np.linspace(math.log10(min(values)), math.log10(max(values)), 41)
-    for i, (path, e) in enumerate(series):
-        x = np.array(e["per_sample"][metric])
-        ok = np.isfinite(x) & (x > 0)
-        label = f"{path} C={e['axes']['chunk']}"
-        if (~np.isfinite(x)).any():
-            label += f" ({int((~np.isfinite(x)).sum())} inf)"
-        ax.hist(np.log10(x[ok]), bins=bins, histtype="step", color=f"C{i % 10}", label=label)
-    ax.set_xlabel(f"log10 {metric}")
-    ax.set_ylabel("samples")
-    ax.legend(fontsize=6, ncol=2)
+def series_style(i):
+    """Series i's colour and marker: Okabe-Ito colours, a shape each, every
+    second one hollow so that series lying on one another both show."""
+    colour = PALETTE[i % len(PALETTE)]
+    if i % 2 == 0:
+        marks = dict(marker=MARKERS[i % len(MARKERS)], markerfacecolor=colour, markeredgecolor="white",
+                     markeredgewidth=0.4)
+    else:
+        marks = dict(marker=MARKERS[i % len(MARKERS)], markerfacecolor="none", markeredgecolor=colour,
+                     markeredgewidth=0.9)
+    return colour, marks
+
+
+def legend_handles(layout, metrics, with_share, styles):
+    """The series, then what the band, the open band, the error bars and n stand for."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [Line2D([], [], color=styles[k][0], markersize=4.5, label=layout.series_label(k), **styles[k][1])
+               for k in layout.series]
+    n = sample_counts(layout.entries)
+    handles.append(Patch(facecolor="0.5", alpha=0.35, linewidth=0, label=f"median, p10–p90 of {n}"))
+    if any(math.isfinite(e["metrics"][m]["p10"]) and not math.isfinite(e["metrics"][m]["p90"])
+           for m in metrics for e in layout.entries if m in e["metrics"]):
+        handles.append(Line2D([], [], color="0.4", linestyle=(0, (2, 1.5)), linewidth=0.8,
+                              label="p90 not finite"))
+    if with_share:
+        handles.append(Line2D([], [], color="0.3", marker="|", markersize=6, linestyle="none",
+                              label="95% Wilson interval"))
+    return handles
+
+
+LEGEND_STYLE = dict(frameon=False, handlelength=1.6, columnspacing=1.0, handletextpad=0.4, borderaxespad=0,
+                    borderpad=0)
+
+
+def legend_size(handles, width, plt):
+    """The most legend columns that fit the width, and the legend's height in
+    inches, measured on a scratch figure."""
+    scratch = plt.figure(figsize=(width, 2))
+    renderer = scratch.canvas.get_renderer()
+    try:
+        for ncol in range(len(handles), 0, -1):
+            box = scratch.legend(handles=handles, ncol=ncol, **LEGEND_STYLE).get_window_extent(renderer)
+            scratch.legends.clear()
+            if box.width <= 0.98 * width * scratch.dpi or ncol == 1:
+                return ncol, box.height / scratch.dpi
+    finally:
+        plt.close(scratch)
+
+
+def figure(layout, metrics, with_share, width, columns, plt, np):
+    series = layout.series
+    styles = {k: series_style(i) for i, k in enumerate(series)}
+    # Strip rows: the series that have a non-finite sample of the metric anywhere.
+    strips = {m: [k for k in series if any(layout.series_key(e) == k and m in e["metrics"]
+                                           and e["samples"] - e["metrics"][m]["finite_count"] > 0
+                                           for e in layout.entries)] for m in metrics}
+    facets = layout.facets
+    ncols = min(len(facets), columns or MAX_COLUMNS[width])
+    nblocks = math.ceil(len(facets) / ncols)
+    fig_w = WIDTHS[width]
+    panel_h = min(max(fig_w / ncols * 0.7, 1.15), 1.7)
+    # Counts in the strip need about 0.15 in each ("999", "all" at 5.5 pt).
+    stagger = 0.85 * fig_w / ncols / max(1, len(layout.x_values)) < 0.15
+    # The rows of one block of facets, with their heights in inches: per
+    # metric a strip (when it has non-finite samples) and a panel, then the
+    # share panel. Titles, tick labels and x labels come on top.
+    block = []
+    for m in metrics:
+        if strips[m]:
+            block.append(("strip", m, (0.19 if stagger else 0.1) * len(strips[m]) + 0.04))
+        block.append(("metric", m, panel_h))
+    if with_share:
+        block.append(("share", SHARE_METRIC, panel_h * 0.55))
+    block_h = sum(h for _, _, h in block) + (0.18 if layout.facet_axes else 0) + 0.36
+    handles = legend_handles(layout, metrics, with_share, styles)
+    legend_cols, legend_h = legend_size(handles, fig_w, plt)
+    legend_h += 0.06
+    fig = plt.figure(figsize=(fig_w, legend_h + nblocks * block_h), layout="constrained")
+    fig.get_layout_engine().set(h_pad=0.01, w_pad=0.01, hspace=0.0, wspace=0.0)
+    parts = fig.subfigures(1 + nblocks, 1, height_ratios=[legend_h] + [block_h] * nblocks)
+    parts = list(np.atleast_1d(parts))
+    legend_ax = parts[0].add_subplot()
+    legend_ax.axis("off")
+    legend_ax.legend(handles=handles, loc="center", ncol=legend_cols, **LEGEND_STYLE)
+
+    grids = [parts[1 + b].add_gridspec(len(block), ncols, height_ratios=[h for _, _, h in block])
+             for b in range(nblocks)]
+    for f, facet in enumerate(facets):
+        b, col = divmod(f, ncols)
+        sub, grid = parts[1 + b], grids[b]
+        top_ax, strip = None, None
+        for r, (kind, m, _) in enumerate(block):
+            if kind == "strip":
+                strip = sub.add_subplot(grid[r, col])
+                top_ax = top_ax or strip
+                continue
+            # Panels of a row share their y range (set explicitly below), not
+            # their axes: shared axes across subfigures upset the layout.
+            ax = sub.add_subplot(grid[r, col])
+            top_ax = top_ax or ax
+            if kind == "metric":
+                limits, log_y = value_range(layout, m)
+                if log_y:
+                    ax.set_yscale("log")
+                top = limits[1] * 10 if limits else 1.0
+                has_strip = r > 0 and block[r - 1][0] == "strip"
+                plot_metric(ax, strip if has_strip else None, layout, facet, m, strips[m], styles, top, col == 0,
+                            stagger, np)
+                if limits:
+                    ax.set_ylim(*limits)
+                else:
+                    ax.text(0.5, 0.5, "no finite values", ha="center", va="center", transform=ax.transAxes,
+                            fontsize=7, color="0.4")
+                if col == 0:
+                    ax.set_ylabel(METRIC_LABELS.get(m, m.replace("_", " ")))
+                if has_strip:
+                    style_strip(strip, ax, len(strips[m]), col == 0)
+            else:
+                plot_share(ax, layout, facet, styles, np)
+                if col == 0:
+                    ax.set_ylabel("finite\ninverses (%)")
+            set_x_axis(ax, layout, fig_w / ncols)
+            ax.grid(True, which="major", color="0.88", linewidth=0.5)
+            ax.set_axisbelow(True)
+            if col != 0:
+                ax.tick_params(axis="y", which="both", labelleft=False)
+            if r == len(block) - 1:
+                ax.set_xlabel(layout.x_label())
+            else:
+                ax.tick_params(axis="x", which="both", labelbottom=False)
+        if layout.facet_axes:
+            top_ax.set_title(layout.facet_title(facet), pad=3)
+    return fig
+
+
+def style_strip(strip, ax, rows, first_column):
+    """The strip above a panel: same x as the panel, one row per series, no axes drawn."""
+    strip.sharex(ax)
+    strip.set_ylim(rows - 0.5, -0.5)
+    strip.set_yticks([])
+    strip.tick_params(axis="x", which="both", bottom=False, labelbottom=False)
+    for side in ("left", "right", "top", "bottom"):
+        strip.spines[side].set_visible(False)
+    strip.patch.set_facecolor("0.94")
+    if first_column:
+        strip.set_ylabel("non-finite", rotation=0, ha="right", va="center", fontsize=6, labelpad=9)
 
 
 # --- chunkinv search traces (--trace; docs/search.md) ------------------------
@@ -294,30 +617,42 @@ def main(argv):
         return plot_trace(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("reports", nargs="+", help="chunkinv report JSON files")
-    parser.add_argument("-o", "--output", required=True, help="FILE.png or FILE.pdf")
+    parser.add_argument("-o", "--output", required=True, help="FILE.png, FILE.pdf or FILE.svg")
+    parser.add_argument("--x", help="the axis on x (default: chunk when it varies, else the first varying number)")
+    parser.add_argument("--facet", help="one panel per value of this axis (any other varying axis facets too)")
     parser.add_argument("--metric", action="append", dest="metrics",
-                        help=f"error metric to plot (repeatable; default: {', '.join(DEFAULT_METRICS)})")
+                        help=f"error metric, one row each (repeatable; default: {', '.join(DEFAULT_METRICS)})")
+    parser.add_argument("--no-share", action="store_true", help="leave out the row of finite shares")
+    parser.add_argument("--where", action="append", metavar="AXIS=V1,V2",
+                        help="only entries whose AXIS is one of the values (repeatable)")
+    parser.add_argument("--width", choices=sorted(WIDTHS), default="single",
+                        help="single: one column (3.5 in), double: the text width (7.16 in)")
+    parser.add_argument("--columns", type=int, help="facets per row (default: 3 single, 5 double)")
+    parser.add_argument("--dpi", type=int, default=300, help="resolution of a PNG (default 300)")
     args = parser.parse_args(argv)
-    if not args.output.lower().endswith((".png", ".pdf")):
-        parser.error("the output must end in .png or .pdf")
+    if not args.output.lower().endswith(EXTENSIONS):
+        parser.error("the output must end in .png, .pdf or .svg")
+    if args.columns is not None and args.columns < 1:
+        parser.error("--columns must be at least 1")
     metrics = [ALIASES.get(m, m) for m in args.metrics] if args.metrics else DEFAULT_METRICS
 
     entries = []
     for path in args.reports:
         entries += read_report(path)
+    axes_present = {k for e in entries for k in e["axes"]}
+    filters = parse_where(args.where, axes_present)
+    entries = [e for e in entries if keep(e, filters)]
     if not entries:
-        raise ReportError("the reports hold no results")
-    for m in metrics + [SHARE_METRIC]:
+        raise ReportError("no results to plot" + (" (--where left none)" if filters else ""))
+    known = sorted({k for e in entries for k in e["metrics"]})
+    for m in metrics:
         if not any(m in e["metrics"] for e in entries):
-            known = sorted({k for e in entries for k in e["metrics"]})
-            raise ReportError(f"no entry has the metric \"{m}\"; the reports hold: {', '.join(known)}")
-    groups = organise(entries)
-    # One colour per path across the figure; the gold (the reference) last.
-    names = list(OrderedDict.fromkeys(e["series"] for e in entries))
-    gold = [n for n in names if n.split(" ")[0] == "gold"]
-    names = [n for n in names if n not in gold] + gold
-    colors = {p: f"C{i % 10}" for i, p in enumerate(names)}
-    have_hist = any(metrics[0] in e["per_sample"] for e in entries)
+            raise ReportError(f"no entry has the metric \"{m}\"{nearest(m, known)}; the reports hold: {', '.join(known)}")
+    # The entries of the figure: those with an error metric shown (the gold's
+    # own entry, the reference, has none).
+    entries = [e for e in entries if any(m in e["metrics"] for m in metrics)]
+    with_share = not args.no_share and any(SHARE_METRIC in e["metrics"] for e in entries)
+    layout = Layout(entries, args.x, args.facet)
 
     try:
         import matplotlib
@@ -329,29 +664,14 @@ def main(argv):
               "(Debian: apt-get install python3-matplotlib) or run the script with a Python that has them",
               file=sys.stderr)
         return 2
-
-    rows = len(metrics) + 1 + (1 if have_hist else 0)
-    cols = len(groups)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
-    for j, (label, paths) in enumerate(groups.items()):
-        for i, metric in enumerate(metrics):
-            ax = axes[i][j]
-            plot_errors(ax, paths, metric, colors, np)
-            ax.set_title(f"{label}\n{TITLES.get(metric, metric)}" if i == 0 else TITLES.get(metric, metric), fontsize=9)
-            if j == 0:
-                ax.set_ylabel(f"{metric}")
-        plot_share(axes[len(metrics)][j], paths, colors, np)
-        for i in range(len(metrics) + 1):
-            axes[i][j].set_xlabel("chunk C")
-            chunks = sorted({float(e["axes"]["chunk"]) for es in paths.values() for e in es})
-            axes[i][j].set_xticks(chunks)
-            axes[i][j].set_xticklabels([f"{c:g}" for c in chunks], fontsize=7)
-            axes[i][j].minorticks_off()
-        if have_hist:
-            plot_histograms(axes[rows - 1][j], paths, metrics[0], np)
-    fig.tight_layout()
+    style(plt)
+    fig = figure(layout, metrics, with_share, args.width, args.columns, plt, np)
+    ext = os.path.splitext(args.output)[1].lower()
+    # No dates in the file: the same report gives the same bytes.
+    metadata = {".png": {"Software": None}, ".pdf": {"CreationDate": None, "ModDate": None},
+                ".svg": {"Date": None}}[ext]
     try:
-        fig.savefig(args.output, dpi=120)
+        fig.savefig(args.output, dpi=args.dpi, metadata=metadata)
     except OSError as e:
         raise ReportError(f"output {args.output}: cannot be written ({e.strerror})") from None
     return 0

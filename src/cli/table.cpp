@@ -19,10 +19,14 @@ struct TableOptions {
   std::string format = "md";
   std::string preset = "summary";
   std::string output;
+  std::string caption, label;  // LaTeX's \caption and \label
 };
 
 void run_table(const TableOptions& o) {
   const TableFormat format = parse_table_format(o.format);
+  if ((!o.caption.empty() || !o.label.empty()) && format != TableFormat::kLatex) {
+    throw UsageError("--caption and --label are for --format latex");
+  }
   // Fail on a bad preset or an unwritable destination before reading anything large.
   if (std::find(table_presets().begin(), table_presets().end(), o.preset) == table_presets().end()) {
     build_table({}, o.preset);  // throws the error naming the nearest preset
@@ -35,7 +39,10 @@ void run_table(const TableOptions& o) {
 
   std::vector<NamedReport> reports;
   for (const auto& path : o.reports) reports.push_back({path, read_report(path)});
-  const std::string text = format_table(build_table(reports, o.preset), format);
+  Table table = build_table(reports, o.preset, layout_for(format));
+  table.caption = o.caption;
+  table.label = o.label;
+  const std::string text = format_table(table, format);
   if (out) {
     out->commit(text);
   } else {
@@ -53,6 +60,8 @@ void set_table_command(CLI::App& app) {
   cmd->add_option("--preset,-p", o->preset,
                   fmt::format("table layout: {}", fmt::join(table_presets(), ", ")))
       ->capture_default_str();
+  cmd->add_option("--caption", o->caption, "LaTeX: put the table in a float with this \\caption (LaTeX as is)");
+  cmd->add_option("--label", o->label, "LaTeX: the float's \\label");
   cmd->add_option("-o,--output", o->output, "write to FILE (replaced atomically; - for stdout) instead of stdout");
   cmd->callback([o] { run_table(*o); });
 }

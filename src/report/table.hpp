@@ -46,16 +46,46 @@ struct Column {
   std::string header;
   Align align = Align::kRight;
   std::string latex_header;  // if set, used verbatim by the LaTeX formatter
+  // CSV's snake_case name (`inv_total_rel_rmse_median`); empty: the header.
+  std::string key{};
+  // The statistic the column shows, LaTeX's second header line ("median",
+  // "max", "\%"); verbatim LaTeX.
+  std::string stat{};
+  // Consecutive columns of one group (a path and method) share a spanning
+  // LaTeX header; Markdown prefixes the header with it.
+  std::string group{};
+  // The sample count behind every cell of the column, 0 when it varies or
+  // does not apply; LaTeX writes it over the column ("$n = 1000$").
+  uint64_t samples = 0;
+  // CSV names of a share's interval: `<interval_key>_low`, `_high`
+  // (empty: "<header> low", "<header> high").
+  std::string interval_key{};
 };
 
 struct Table {
   std::vector<Column> columns;
   std::vector<std::vector<Cell>> rows;  // each row has one cell per column
+  // LaTeX only: with either, the tabular goes into a table float with
+  // \caption (verbatim LaTeX) and \label.
+  std::string caption, label;
 };
 
 enum class TableFormat { kMarkdown, kLatex, kCsv };
 // "md" / "markdown", "latex" / "tex", "csv"; UsageError naming the nearest otherwise.
 TableFormat parse_table_format(const std::string& name);
+
+// How a preset's rows and columns are laid out (docs/tables.md):
+// - kRows: one row per configuration, path and method; an axis gets a
+//   column only where it varies (Markdown, the article's tables);
+// - kColumnGroups: one row per configuration, each path (and method) a group
+//   of columns, where they fit (at most kMaxGroupedColumns value columns);
+//   otherwise kRows. The sample count goes into the headers, or into a column
+//   where it varies. For LaTeX;
+// - kTidy: one row per configuration, path and method (and metric for
+//   `full`), every axis a column, snake_case names. For CSV.
+enum class TableLayout { kRows, kColumnGroups, kTidy };
+inline constexpr size_t kMaxGroupedColumns = 12;
+TableLayout layout_for(TableFormat f);
 
 std::string to_markdown(const Table& t);
 std::string to_latex(const Table& t);
@@ -92,7 +122,8 @@ struct NamedReport {
 const std::vector<std::string>& table_presets();
 // Lays out `reports` with preset `preset` (UsageError with the nearest valid
 // name if unknown). Rows are grouped by family, then the other axes, then
-// path, then chunk; axis columns appear only where values differ.
-Table build_table(const std::vector<NamedReport>& reports, const std::string& preset);
+// path, then chunk; in kRows, axis columns appear only where values differ.
+Table build_table(const std::vector<NamedReport>& reports, const std::string& preset,
+                  TableLayout layout = TableLayout::kRows);
 
 }  // namespace chunkinv

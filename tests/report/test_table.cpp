@@ -1,8 +1,10 @@
 // The table model, its three formatters, the presets and the table command.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -77,17 +79,48 @@ TEST(TableFormat, Markdown) {
   EXPECT_EQ(to_markdown(small_table()), expected);
 }
 
-TEST(TableFormat, LatexUsesBooktabsAndSiunitx) {
+// Numbers in siunitx S columns (bare, aligned on the decimal marker, the
+// table-format wide enough for each column); infinity, missing values and
+// headers in braces; a share's interval in a column of its own. (Before
+// the paper-ready layout numbers were \num{...} in plain r columns.)
+TEST(TableFormat, LatexUsesBooktabsAndSiunitxColumns) {
   const std::string expected =
-      "\\begin{tabular}{lrrrr}\n"
+      "\\begin{tabular}{lS[table-format=1.2e-1]S[table-format=2]S[table-format=3.1]cr}\n"
       "\\toprule\n"
-      "name & error & count & finite & power \\\\\n"
+      "name & {error} & {count} & {finite} & 95\\% CI & power \\\\\n"
       "\\midrule\n"
-      "a\\textbar{}b\\_c & \\num{8.80e-7} & \\num{15} & 94.0\\% [87.5, 97.2] & $L^{16}$ \\\\\n"
-      "x,\"y\" & $\\infty$ & \\num{0} & 100\\% & -- \\\\\n"
+      "a\\textbar{}b\\_c & 8.80e-7 & 15 & 94.0 & [87.5, 97.2] & $L^{16}$ \\\\\n"
+      "x,\"y\" & {$\\infty$} & 0 & 100 &  & -- \\\\\n"
       "\\bottomrule\n"
       "\\end{tabular}\n";
   EXPECT_EQ(to_latex(small_table()), expected);
+}
+
+TEST(TableFormat, LatexTableFormatHoldsSignsAndExponents) {
+  Table t;
+  t.columns = {{"x", Align::kRight, ""}, {"axis", Align::kRight, ""}};
+  t.rows.push_back({Cell::number(-532.4), Cell::of_text("-12")});
+  t.rows.push_back({Cell::number(1.2345e-12), Cell::of_text("0.5")});
+  t.rows.push_back({Cell::number(NAN), Cell::of_text("n/a")});
+  const std::string tex = to_latex(t);
+  // -532, 1.23e-12: a sign, 3 integer and 2 decimal digits, a two-digit
+  // negative exponent. The axis column holds text that is not a number: r.
+  EXPECT_NE(tex.find("\\begin{tabular}{S[table-format=-3.2e-2]r}"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("{NaN} & n/a"), std::string::npos) << tex;
+}
+
+TEST(TableFormat, LatexCaptionAndLabelMakeAFloat) {
+  Table t = small_table();
+  t.caption = "Errors at $C = 16$";
+  t.label = "tab:errors";
+  const std::string tex = to_latex(t);
+  EXPECT_EQ(tex.rfind("\\begin{table}[tbp]\n\\centering\n\\caption{Errors at $C = 16$}\n\\label{tab:errors}\n"
+                      "\\begin{tabular}",
+                      0),
+            0u)
+      << tex;
+  const std::string end = "\\bottomrule\n\\end{tabular}\n\\end{table}\n";
+  EXPECT_EQ(tex.substr(tex.size() - end.size()), end);
 }
 
 TEST(TableFormat, CsvQuotesPerRfc4180AndKeepsFullPrecision) {
@@ -160,7 +193,7 @@ TEST(TablePresets, StressAndModelHaveTheArticleColumns) {
   const Table stress = build_table({{"r.json", r}}, "k3-stress");
   EXPECT_EQ(headers(stress), (std::vector<std::string>{"Chunk C", "Highest power formed", "Max power magnitude",
                                                        "INV total", "INV power", "Finite"}));
-  EXPECT_NE(to_latex(stress).find("\\num{17} & $L^{16}$ & \\num{48.6}"), std::string::npos) << to_latex(stress);
+  EXPECT_NE(to_latex(stress).find("17 & $L^{16}$ & 48.6"), std::string::npos) << to_latex(stress);
 
   const Table model = build_table({{"r.json", r}}, "k3-model");
   EXPECT_EQ(headers(model),
@@ -222,6 +255,146 @@ TEST(TablePresets, FullShowsEveryStatisticOfEveryMetric) {
   EXPECT_EQ(t.rows.size(), 3u * 4u + 3u * 13u);
 }
 
+// ---------------------------------------------------------------- layouts
+
+// One report with `paths` side by side at chunks 8 and 16 (and 32 for the first).
+Report paths_report(const std::vector<std::string>& paths, const std::vector<uint64_t>& samples = {}) {
+  Report r;
+  for (size_t p = 0; p < paths.size(); ++p) {
+    for (int c : {8, 16, 32}) {
+      if (c == 32 && p > 0) continue;
+      EntrySpec s;
+      s.path = paths[p];
+      s.chunk = c;
+      if (p < samples.size()) s.samples = s.inv_finite = samples[p];
+      ReportEntry e = make_entry(s);
+      e.axes["method"] = "neumann";
+      r.results.push_back(e);
+    }
+  }
+  return r;
+}
+
+std::vector<std::string> groups(const Table& t) {
+  std::vector<std::string> g;
+  for (const auto& c : t.columns) g.push_back(c.group);
+  return g;
+}
+
+TEST(TableLayouts, LatexPutsEachPathInAColumnGroupWithItsSampleCount) {
+  const Table t = build_table({{"r.json", paths_report({"emulated", "kernel"})}}, "k3-exponent",
+                              TableLayout::kColumnGroups);
+  // One row per configuration: chunks 8, 16, 32; kernel has no 32.
+  ASSERT_EQ(t.rows.size(), 3u);
+  EXPECT_EQ(headers(t), (std::vector<std::string>{"Chunk C", "inverse finite", "decay = 0", "reciprocal = inf",
+                                                  "INV total", "INV power", "inverse finite", "decay = 0",
+                                                  "reciprocal = inf", "INV total", "INV power"}));
+  EXPECT_EQ(groups(t), (std::vector<std::string>{"", "emulated", "emulated", "emulated", "emulated", "emulated",
+                                                 "kernel", "kernel", "kernel", "kernel", "kernel"}));
+  const std::string tex = to_latex(t);
+  EXPECT_NE(tex.find("& \\multicolumn{5}{c}{emulated, $n = 100$} & \\multicolumn{5}{c}{kernel, $n = 100$} \\\\\n"
+                     "\\cmidrule(lr){2-6}\\cmidrule(lr){7-11}\n"),
+            std::string::npos)
+      << tex;
+  // The statistic under each title; the axis's header on the last line.
+  EXPECT_NE(tex.find("{Chunk $C$} & {\\%} & {max} & {max} & {median} & {median} & {\\%}"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("\n32 & 100 & 0 & 0 & 1.23e-6 & 8.51e-8 & {--} & {--} & {--} & {--} & {--} \\\\\n"),
+            std::string::npos)
+      << tex;
+  // Markdown keeps one row per path (the article's layout).
+  const Table rows = build_table({{"r.json", paths_report({"emulated", "kernel"})}}, "k3-exponent");
+  EXPECT_EQ(rows.rows.size(), 5u);
+  EXPECT_EQ(rows.columns.at(0).header, "path");
+}
+
+TEST(TableLayouts, MethodsAreColumnGroupsToo) {
+  Report r;
+  for (const char* method : {"neumann", "fwdsub_fp32"}) {
+    ReportEntry e = make_entry(EntrySpec{});
+    e.axes["method"] = method;
+    r.results.push_back(e);
+  }
+  const Table t = build_table({{"r.json", r}}, "k3-model", TableLayout::kColumnGroups);
+  EXPECT_EQ(t.rows.size(), 1u);
+  EXPECT_EQ(t.columns.at(1).group, "emulated / neumann");
+  EXPECT_EQ(t.columns.back().group, "emulated / fwdsub_fp32");
+}
+
+TEST(TableLayouts, GroupsWiderThanTheLimitFallBackToRows) {
+  // summary: 8 columns and an interval per path; two paths are 18 > 12 columns.
+  const Table t = build_table({{"r.json", paths_report({"emulated", "kernel"})}}, "summary",
+                              TableLayout::kColumnGroups);
+  EXPECT_EQ(t.rows.size(), 5u);
+  EXPECT_EQ(t.columns.at(0).header, "path");
+  // summary has a column of sample counts: no count over the columns.
+  EXPECT_EQ(t.columns.back().samples, 0u);
+  EXPECT_EQ(to_latex(t).find("$n = "), std::string::npos) << to_latex(t);
+  EXPECT_NE(to_latex(t).find("& {$n$} &"), std::string::npos) << to_latex(t);
+}
+
+TEST(TableLayouts, OnePathHeadsItsColumnsInLatex) {
+  const Table t = build_table({{"r.json", floor_report()}}, "k3-exponent", TableLayout::kColumnGroups);
+  EXPECT_EQ(t.rows.size(), 3u);
+  EXPECT_NE(to_latex(t).find("& \\multicolumn{5}{c}{emulated, $n = 100$} \\\\\n\\cmidrule(lr){2-6}\n"),
+            std::string::npos)
+      << to_latex(t);
+}
+
+TEST(TableLayouts, AVaryingSampleCountGetsAColumnOfItsOwn) {
+  Report r = paths_report({"emulated", "kernel"}, {100, 1000});
+  r.results.at(0).samples = 50;  // emulated at C=8
+  r.results.at(0).metrics["inv_finite"] = testing::flag_stats(50, 50);
+  const Table t = build_table({{"r.json", r}}, "k3-model", TableLayout::kColumnGroups);
+  EXPECT_EQ(headers(t), (std::vector<std::string>{"Chunk C", "Samples", "Finite", "INV total", "INV power",
+                                                  "Max power magnitude", "Finite", "INV total", "INV power",
+                                                  "Max power magnitude"}));
+  EXPECT_EQ(t.columns.at(1).group, "emulated");
+  EXPECT_EQ(t.columns.at(2).samples, 0u);
+  EXPECT_EQ(t.columns.at(6).samples, 1000u);
+  const std::string tex = to_latex(t);
+  EXPECT_NE(tex.find("\\multicolumn{5}{c}{emulated} & \\multicolumn{4}{c}{kernel, $n = 1000$}"), std::string::npos)
+      << tex;
+  EXPECT_NE(tex.find("\n8 & 50 & 100 &"), std::string::npos) << tex;
+}
+
+TEST(TableLayouts, TidyCsvHasEveryAxisAndSnakeCaseNames) {
+  Report r = paths_report({"emulated", "kernel"});
+  const std::string csv = to_csv(build_table({{"r.json", r}}, "summary", TableLayout::kTidy));
+  std::istringstream lines(csv);
+  std::string header, first;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  // Axes in the schema's order, every one (dim does not vary), the sample
+  // count once, then metric_statistic; the Wilson interval as two columns.
+  EXPECT_EQ(header,
+            "family,chunk,dim,path,method,decay_floor,samples,inv_finite_mean,inv_finite_wilson_low,"
+            "inv_finite_wilson_high,l_rel_rmse_median,inv_total_rel_rmse_median,inv_total_rel_rmse_p99,"
+            "inv_method_only_rel_rmse_median,inv_gold_l_rel_rmse_median,inv_gold_l_rel_rmse_p99");
+  EXPECT_EQ(first.rfind("floor,8,128,emulated,neumann,-5,100,1,0.963", 0), 0u) << first;
+  // One row per configuration x path x method.
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 5);
+
+  // Several reports: the report is a column.
+  const std::string two = to_csv(build_table({{"a.json", r}, {"b.json", r}}, "k3-model", TableLayout::kTidy));
+  EXPECT_EQ(two.substr(0, two.find('\n')),
+            "family,chunk,dim,path,method,decay_floor,report,samples,inv_finite_mean,inv_total_rel_rmse_median,"
+            "inv_gold_l_rel_rmse_median,gold_l_power_max_max");
+}
+
+TEST(TableLayouts, TidyFullHasOneRowPerMetric) {
+  const Table t = build_table({{"r.json", floor_report()}}, "full", TableLayout::kTidy);
+  EXPECT_EQ(headers(t), (std::vector<std::string>{"family", "chunk", "dim", "path", "decay_floor", "metric",
+                                                  "samples", "median", "mean", "p10", "p90", "p99", "min", "max",
+                                                  "finite_count", "wilson_low", "wilson_high"}));
+  EXPECT_EQ(t.rows.size(), 3u * 4u + 3u * 13u);
+}
+
+TEST(TableLayouts, EachFormatHasItsLayout) {
+  EXPECT_EQ(layout_for(TableFormat::kMarkdown), TableLayout::kRows);
+  EXPECT_EQ(layout_for(TableFormat::kLatex), TableLayout::kColumnGroups);
+  EXPECT_EQ(layout_for(TableFormat::kCsv), TableLayout::kTidy);
+}
+
 TEST(TablePresets, UnknownPresetNamesTheNearest) {
   try {
     build_table({}, "k3-stres");
@@ -252,7 +425,20 @@ TEST(TableCommand, WritesEachFormat) {
   std::ifstream in(out);
   std::string first;
   std::getline(in, first);
-  EXPECT_EQ(first, "Chunk C,inverse finite,decay = 0,reciprocal = inf,INV total,INV power");
+  // CSV is tidy (every axis a column, snake_case names), no longer the
+  // Markdown headers with commas between them.
+  EXPECT_EQ(first,
+            "family,chunk,dim,path,method,decay_floor,samples,inv_finite_mean,decay_zeros_max,inv_decay_nonfinite_max,"
+            "inv_total_rel_rmse_median,inv_gold_l_rel_rmse_median");
+
+  auto fl = run_chunkinv("table '" + report + "' --preset k3-exponent --format latex --caption 'The boundary' "
+                         "--label tab:boundary",
+                         dir);
+  EXPECT_EQ(fl.status, 0) << fl.errors;
+  EXPECT_NE(fl.output.find("\\caption{The boundary}\n\\label{tab:boundary}\n"), std::string::npos) << fl.output;
+  auto md_caption = run_chunkinv("table '" + report + "' --caption 'The boundary'", dir);
+  EXPECT_EQ(md_caption.status, 2);
+  EXPECT_NE(md_caption.errors.find("--format latex"), std::string::npos) << md_caption.errors;
 }
 
 // A real run laid out as the article's first table: at decay_floor -5 the
@@ -267,21 +453,33 @@ TEST(TableCommand, RunThenTableReproducesTheExponentBoundary) {
   ASSERT_EQ(run.status, 0) << run.errors;
   const auto csv = run_chunkinv("table '" + report + "' --preset k3-exponent --format csv", dir);
   ASSERT_EQ(csv.status, 0) << csv.errors;
-  // Rows of CSV fields, the header first.
-  std::vector<std::vector<std::string>> rows;
+  // Rows of CSV fields by column name (the tidy CSV has every axis too).
+  std::vector<std::map<std::string, std::string>> rows;
+  std::vector<std::string> names;
   std::istringstream lines(csv.output);
   for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> fields;
+    std::istringstream in(line);
+    for (std::string f; std::getline(in, f, ',');) fields.push_back(f);
+    if (names.empty()) {
+      names = fields;
+      continue;
+    }
+    ASSERT_EQ(fields.size(), names.size()) << line;
     rows.emplace_back();
-    std::istringstream fields(line);
-    for (std::string f; std::getline(fields, f, ',');) rows.back().push_back(f);
+    for (size_t j = 0; j < names.size(); ++j) rows.back()[names[j]] = fields[j];
   }
-  ASSERT_EQ(rows.size(), 3u) << csv.output;
-  ASSERT_EQ(rows[1].size(), 6u);
-  ASSERT_EQ(rows[2].size(), 6u);
-  // Chunk C, inverse finite, decay = 0, reciprocal = inf, INV total.
-  EXPECT_EQ(std::vector<std::string>(rows[1].begin(), rows[1].begin() + 4), (std::vector<std::string>{"16", "1", "0", "0"}));
-  EXPECT_EQ(std::vector<std::string>(rows[2].begin(), rows[2].begin() + 5),
-            (std::vector<std::string>{"19", "0", "2", "2", "inf"}));
+  ASSERT_EQ(rows.size(), 2u) << csv.output;
+  // Chunk C, path, method, inverse finite, decay = 0, reciprocal = inf, INV total.
+  const std::vector<std::string> wanted = {"chunk", "path", "method", "inv_finite_mean", "decay_zeros_max",
+                                           "inv_decay_nonfinite_max", "inv_total_rel_rmse_median"};
+  const auto pick = [&](const std::map<std::string, std::string>& row, size_t n) {
+    std::vector<std::string> v;
+    for (size_t j = 0; j < n; ++j) v.push_back(row.at(wanted[j]));
+    return v;
+  };
+  EXPECT_EQ(pick(rows[0], 6), (std::vector<std::string>{"16", "emulated", "neumann", "1", "0", "0"}));
+  EXPECT_EQ(pick(rows[1], 7), (std::vector<std::string>{"19", "emulated", "neumann", "0", "2", "2", "inf"}));
 }
 
 TEST(TableCommand, UnknownPresetExitsTwoWithTheNearestName) {
@@ -311,41 +509,110 @@ TEST(TableCommand, UnreadableReportExitsTwo) {
 namespace chunkinv {
 namespace {
 
-// scripts/plot.py renders a report (with per-sample histograms) to a PNG, and
-// refuses a foreign file with exit status 2. Skipped without matplotlib.
-TEST(PlotScript, RendersAReportAndRejectsABadOne) {
-  std::string python;
-  for (const char* candidate : {"python3", "/usr/bin/python3"}) {
-    const std::string probe = std::string(candidate) + " -c 'import matplotlib, numpy' >/dev/null 2>&1";
-    if (std::system(probe.c_str()) == 0) {
-      python = candidate;
-      break;
+// scripts/plot.py, run through its shebang (/usr/bin/python3, Debian's
+// python3-matplotlib). Skipped where that Python lacks matplotlib, except in
+// CI (CI=true), where scripts/setup.sh installs it and a missing one fails.
+bool plot_python_ready() {
+  if (std::system("/usr/bin/python3 -c 'import matplotlib, numpy' >/dev/null 2>&1") == 0) return true;
+  const char* ci = std::getenv("CI");
+  if (ci && std::string(ci) == "true") {
+    ADD_FAILURE() << "CI: /usr/bin/python3 has no matplotlib/numpy (scripts/setup.sh installs python3-matplotlib)";
+  }
+  return false;
+}
+
+std::string plot_command(const std::string& args) {
+  return "'" + std::string(CHUNKINV_SOURCE_DIR) + "/scripts/plot.py' " + args;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A PNG's width in pixels, from its IHDR chunk.
+uint32_t png_width(const std::string& png) {
+  if (png.size() < 24 || png.substr(1, 3) != "PNG") return 0;
+  uint32_t w = 0;
+  for (int k = 16; k < 20; ++k) w = (w << 8) | static_cast<unsigned char>(png[k]);
+  return w;
+}
+
+// A decay-floor sweep at two chunk sizes with two methods: at C=32 and
+// decay_floor -8 no inverse is finite, at -5 some are not.
+Report sweep_report() {
+  Report r;
+  for (int c : {16, 32}) {
+    for (int floor : {-8, -5, -2}) {
+      for (const char* method : {"neumann", "fwdsub_fp32"}) {
+        testing::EntrySpec s;
+        s.chunk = c;
+        s.inv_finite = c == 32 && floor == -8 ? 0 : c == 32 && floor == -5 ? 70 : 100;
+        ReportEntry e = testing::make_entry(s);
+        e.axes["decay_floor"] = floor;
+        e.axes["method"] = method;
+        r.results.push_back(e);
+      }
+      ReportEntry g = testing::make_gold_entry("floor", c);
+      g.axes["decay_floor"] = floor;
+      g.axes["method"] = "exact";
+      r.results.push_back(g);
     }
   }
-  if (python.empty()) GTEST_SKIP() << "no python3 with matplotlib and numpy";
-  testing::TempDir dir;
-  Report r;
-  for (int c : {8, 16, 19}) {
-    testing::EntrySpec s;
-    s.chunk = c;
-    if (c == 19) s.inv_finite = 0;
-    ReportEntry e = testing::make_entry(s);
-    e.per_sample["inv_total_rel_rmse"] = std::vector<double>(10, c == 19 ? INFINITY : 1e-6 * c);
-    r.results.push_back(e);
-    r.results.push_back(testing::make_gold_entry("floor", c));
-  }
-  const std::string report = testing::write_report(dir, "r.json", r);
-  const std::string png = dir.file("r.png");
-  const std::string script = std::string(CHUNKINV_SOURCE_DIR) + "/scripts/plot.py";
-  ASSERT_EQ(std::system((python + " '" + script + "' '" + report + "' -o '" + png + "'").c_str()), 0);
-  std::ifstream in(png, std::ios::binary);
-  char magic[4] = {};
-  in.read(magic, 4);
-  EXPECT_EQ(std::string(magic + 1, 3), "PNG");
+  return r;
+}
 
+TEST(PlotScript, DrawsAnyAxisOnXWithNonFiniteCountsApart) {
+  if (!plot_python_ready()) GTEST_SKIP() << "/usr/bin/python3 has no matplotlib and numpy";
+  testing::TempDir dir;
+  const std::string report = testing::write_report(dir, "sweep.json", sweep_report());
+  const std::string svg = dir.file("sweep.svg");
+  const auto r = testing::run_shell(plot_command("'" + report + "' -o '" + svg + "' --x decay_floor --facet chunk 2>&1"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string text = read_file(svg);
+  // Text stays text in the SVG: the facets, the axis, the series (path and
+  // method), the strip of non-finite counts ("all" 100 at -8, 30 at -5),
+  // the sample count and the interval in the legend.
+  for (const char* want : {"decay floor", "emulated / neumann", "emulated / fwdsub_fp32", "non-finite", ">all<",
+                           ">30<", "95% Wilson interval", "p10–p90"}) {
+    EXPECT_NE(text.find(want), std::string::npos) << want;
+  }
+  EXPECT_NE(text.find("<svg"), std::string::npos);
+
+  // One- and two-column widths: 3.5 in and 7.16 in.
+  const std::string png = dir.file("sweep.png");
+  ASSERT_EQ(testing::run_shell(plot_command("'" + report + "' -o '" + png + "' --dpi 100 --x decay_floor")).status, 0);
+  EXPECT_EQ(png_width(read_file(png)), 350u);
+  ASSERT_EQ(testing::run_shell(plot_command("'" + report + "' -o '" + png + "' --dpi 100 --width double")).status, 0);
+  EXPECT_EQ(png_width(read_file(png)), 716u);
+
+  // Methods on x, one path; a PDF.
+  const std::string pdf = dir.file("methods.pdf");
+  ASSERT_EQ(testing::run_shell(plot_command("'" + report + "' -o '" + pdf + "' --x method --facet chunk "
+                                            "--where decay_floor=-2 --metric inv_gold_l_rel_rmse"))
+                .status,
+            0);
+  EXPECT_EQ(read_file(pdf).substr(0, 5), "%PDF-");
+}
+
+TEST(PlotScript, RefusesABadReportAnUnknownAxisAndAnUnknownMetric) {
+  if (!plot_python_ready()) GTEST_SKIP() << "/usr/bin/python3 has no matplotlib and numpy";
+  testing::TempDir dir;
+  const std::string report = testing::write_report(dir, "sweep.json", sweep_report());
+  const std::string png = dir.file("out.png");
   const std::string bad = testing::write_text(dir, "bad.json", "{\"schema\": \"other\"}");
-  const int st = std::system((python + " '" + script + "' '" + bad + "' -o '" + png + "' 2>/dev/null").c_str());
-  EXPECT_EQ(WEXITSTATUS(st), 2);
+  auto r = testing::run_shell(plot_command("'" + bad + "' -o '" + png + "' 2>&1"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("schema"), std::string::npos) << r.out;
+  r = testing::run_shell(plot_command("'" + report + "' -o '" + png + "' --x decay_flor 2>&1"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("did you mean \"decay_floor\""), std::string::npos) << r.out;
+  r = testing::run_shell(plot_command("'" + report + "' -o '" + png + "' --metric inv_totl_rel_rmse 2>&1"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("did you mean \"inv_total_rel_rmse\""), std::string::npos) << r.out;
+  r = testing::run_shell(plot_command("'" + report + "' -o '" + dir.file("out.jpg") + "' 2>&1"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_FALSE(std::ifstream(png).good());
 }
 
 }  // namespace
