@@ -43,19 +43,22 @@ WitnessSummary summarise_witness(const Sample& s, std::optional<double> bound) {
     }
   w.abs_cos_mean = w.pairs ? abs_sum / w.pairs : 0;
 
-  w.g_min = *std::min_element(s.g.begin(), s.g.end());
-  w.g_max = *std::max_element(s.g.begin(), s.g.end());
-  for (int t = 0; t < C; ++t) {
+  // g_0 cancels out of every G_i - G_j (i > j >= 0), and row 0 of L is
+  // empty, so beta_0 multiplies nothing: only tokens 1..C-1 shape L.
+  const auto g1 = s.g.begin() + 1, b1 = s.beta.begin() + 1;
+  w.g_min = *std::min_element(g1, s.g.end());
+  w.g_max = *std::max_element(g1, s.g.end());
+  for (int t = 1; t < C; ++t) {
     const double g = s.g[t];
     w.g_total += g;
     w.g_weak += detmath::exp(g) >= WitnessSummary::kWeakDecay;
     w.g_strong += bound ? g <= 0.95 * *bound : detmath::exp(g) <= WitnessSummary::kStrongDecay;
   }
-  w.beta_min = *std::min_element(s.beta.begin(), s.beta.end());
-  w.beta_max = *std::max_element(s.beta.begin(), s.beta.end());
-  for (double b : s.beta) {
-    w.beta_high += b >= WitnessSummary::kBetaHigh;
-    w.beta_low += b <= 1 - WitnessSummary::kBetaHigh;
+  w.beta_min = *std::min_element(b1, s.beta.end());
+  w.beta_max = *std::max_element(b1, s.beta.end());
+  for (auto b = b1; b != s.beta.end(); ++b) {
+    w.beta_high += *b >= WitnessSummary::kBetaHigh;
+    w.beta_low += *b <= 1 - WitnessSummary::kBetaHigh;
   }
 
   // Findings: what a failure needs is large |L_ij| = beta_i |cos_ij| exp(G_i - G_j)
@@ -63,13 +66,17 @@ WitnessSummary summarise_witness(const Sample& s, std::optional<double> bound) {
   auto& f = w.findings;
   if (w.pairs > 0) {
     const std::string range = fmt::format("pairwise cosines in [{}, {}]", g3(w.cos_min), g3(w.cos_max));
-    const bool signs = w.cos_min < 0 && w.cos_max > 0;
+    const std::string negated = w.cos_min < 0 && w.cos_max > 0 && w.abs_cos_min >= 0.5 ? "; some keys are negated copies" : "";
     if (w.collinear_pairs == w.pairs)
       f.push_back(fmt::format("near-collinear keys: all {} pairs have |cos| >= {} ({}{})", w.pairs,
-                              WitnessSummary::kCollinear, range, signs ? "; some keys are negated copies" : ""));
+                              WitnessSummary::kCollinear, range, negated));
+    else if (w.abs_cos_min >= 0.9)
+      f.push_back(fmt::format("near-collinear keys: every pair has |cos| >= {}, mean {}, {} of {} pairs >= {} ({}{})",
+                              g3(w.abs_cos_min), g3(w.abs_cos_mean), w.collinear_pairs, w.pairs,
+                              WitnessSummary::kCollinear, range, negated));
     else if (w.abs_cos_mean >= 0.5)
-      f.push_back(fmt::format("strongly aligned keys: mean |cos| {}, {} of {} pairs >= {} ({})", g3(w.abs_cos_mean),
-                              w.collinear_pairs, w.pairs, WitnessSummary::kCollinear, range));
+      f.push_back(fmt::format("strongly aligned keys: mean |cos| {}, {} of {} pairs >= {} ({}{})", g3(w.abs_cos_mean),
+                              w.collinear_pairs, w.pairs, WitnessSummary::kCollinear, range, negated));
     else if (w.collinear_pairs > 0)
       f.push_back(fmt::format("some near-collinear pairs: {} of {} pairs have |cos| >= {} (mean |cos| {}; {})",
                               w.collinear_pairs, w.pairs, WitnessSummary::kCollinear, g3(w.abs_cos_mean), range));
@@ -79,29 +86,34 @@ WitnessSummary summarise_witness(const Sample& s, std::optional<double> bound) {
   }
   if (w.norm_max > 0 && w.norm_min < 0.99 * w.norm_max)
     f.push_back(fmt::format("key norms differ: {} .. {}", g3(w.norm_min), g3(w.norm_max)));
-  const std::string g_range = fmt::format("g in [{}, {}], G_C = {}", g3(w.g_min), g3(w.g_max), g3(w.g_total));
+  const int n = C - 1;  // tokens 1..C-1
+  const std::string g_range = fmt::format("g_1..g_{} in [{}, {}], their sum {}", C - 1, g3(w.g_min), g3(w.g_max), g3(w.g_total));
   const std::string where = bound ? fmt::format(" (bound {})", g3(*bound)) : "";
-  if (w.g_weak == C)
-    f.push_back(fmt::format("weak decay: all {} gates have exp(g) >= {} ({}{})", C, WitnessSummary::kWeakDecay, g_range, where));
-  else if (w.g_strong == C)
-    f.push_back(fmt::format("strong decay: all {} gates {} ({}{})", C,
+  if (w.g_weak == n)
+    f.push_back(fmt::format("weak decay: all {} gates that enter L have exp(g) >= {} ({}{})", n, WitnessSummary::kWeakDecay, g_range, where));
+  else if (w.g_strong == n)
+    f.push_back(fmt::format("strong decay: all {} gates that enter L are {} ({}{})", n,
                             bound ? "at the bound (g <= 0.95 bound)" : fmt::format("have exp(g) <= {}", WitnessSummary::kStrongDecay),
                             g_range, where));
   else
-    f.push_back(fmt::format("gates: {} of {} weak (exp(g) >= {}), {} of {} {} ({}{})", w.g_weak, C,
-                            WitnessSummary::kWeakDecay, w.g_strong, C,
+    f.push_back(fmt::format("gates (tokens 1..{}): {} of {} weak (exp(g) >= {}), {} of {} {} ({}{})", C - 1, w.g_weak, n,
+                            WitnessSummary::kWeakDecay, w.g_strong, n,
                             bound ? "at the bound" : fmt::format("strong (exp(g) <= {})", WitnessSummary::kStrongDecay),
                             g_range, where));
   // The reciprocal decay the kernel forms in FP32 is 2^(-G2): infinite once G_C < -128 ln 2.
-  if (w.g_total < -88.0)
-    f.push_back(fmt::format("cumulative decay G_C = {} is below -88.7: the FP32 reciprocal decay overflows", g3(w.g_total)));
-  const std::string b_range = fmt::format("beta in [{}, {}]", g3(w.beta_min), g3(w.beta_max));
-  if (w.beta_high == C)
-    f.push_back(fmt::format("beta -> 1: all {} tokens have beta >= {} ({})", C, WitnessSummary::kBetaHigh, b_range));
-  else if (w.beta_low == C)
-    f.push_back(fmt::format("beta -> 0: all {} tokens have beta <= {} ({})", C, g3(1 - WitnessSummary::kBetaHigh), b_range));
+  if (w.g_total + s.g[0] < -88.0)
+    f.push_back(fmt::format("cumulative decay G_C = {} is below -88.7: the FP32 reciprocal decay overflows",
+                            g3(w.g_total + s.g[0])));
+  const std::string b_range = fmt::format("beta_1..beta_{} in [{}, {}]", C - 1, g3(w.beta_min), g3(w.beta_max));
+  if (w.beta_high == n)
+    f.push_back(fmt::format("beta -> 1: all {} rows of L have beta >= {} ({})", n, WitnessSummary::kBetaHigh, b_range));
+  else if (w.beta_low == n)
+    f.push_back(fmt::format("beta -> 0: all {} rows of L have beta <= {} ({})", n, g3(1 - WitnessSummary::kBetaHigh), b_range));
+  else if (2 * w.beta_high > n)
+    f.push_back(fmt::format("beta -> 1 on most rows: {} of {} rows have beta >= {}, {} <= {} ({})", w.beta_high, n,
+                            WitnessSummary::kBetaHigh, w.beta_low, g3(1 - WitnessSummary::kBetaHigh), b_range));
   else
-    f.push_back(fmt::format("beta: {} of {} tokens >= {}, {} <= {} ({})", w.beta_high, C, WitnessSummary::kBetaHigh,
+    f.push_back(fmt::format("beta: {} of {} rows >= {}, {} <= {} ({})", w.beta_high, n, WitnessSummary::kBetaHigh,
                             w.beta_low, g3(1 - WitnessSummary::kBetaHigh), b_range));
   return w;
 }

@@ -20,7 +20,9 @@ struct WitnessSummary {
   double cos_min = 0, cos_max = 0, abs_cos_min = 0, abs_cos_mean = 0;
   int collinear_pairs = 0;  // |cos| >= kCollinear
   double norm_min = 0, norm_max = 0;
-  // Gates: g (natural log), the cumulative G_C, and the bound when known.
+  // Gates and beta of tokens 1..C-1 only: g_0 cancels out of every
+  // G_i - G_j and row 0 of L is empty (beta_0 multiplies nothing).
+  // g_total is their sum, G_C - g_0; the bound when known.
   std::optional<double> bound;
   double g_min = 0, g_max = 0, g_total = 0;
   int g_weak = 0;    // decay exp(g) >= kWeakDecay (|g| <= 0.0513)

@@ -224,13 +224,18 @@ TEST(WitnessSummary, NamesCollinearKeysWeakDecayAndBetaNearOne) {
   for (int r = 0; r < 16; ++r) s.keys[r * 8] = (r % 2 ? -1.0 : 1.0);  // one key and its negation
   s.g.assign(16, -0.001);
   s.beta.assign(16, 0.999);
+  // g_0 cancels out of L and beta_0 multiplies its empty row 0: neither counts.
+  s.g[0] = -5.0;
+  s.beta[0] = 1e-6;
   const WitnessSummary w = summarise_witness(s, -5.0);
   ASSERT_GE(w.findings.size(), 3u);
   EXPECT_NE(w.findings[0].find("near-collinear keys"), std::string::npos) << w.findings[0];
   EXPECT_NE(w.findings[0].find("negated"), std::string::npos) << w.findings[0];
   EXPECT_EQ(w.collinear_pairs, 120);
-  EXPECT_EQ(w.g_weak, 16);
-  EXPECT_EQ(w.beta_high, 16);
+  EXPECT_EQ(w.g_weak, 15);
+  EXPECT_EQ(w.g_strong, 0);
+  EXPECT_EQ(w.beta_high, 15);
+  EXPECT_EQ(w.beta_low, 0);
   const std::string text = witness_summary_text(w);
   EXPECT_NE(text.find("weak decay"), std::string::npos) << text;
   EXPECT_NE(text.find("beta -> 1"), std::string::npos) << text;
@@ -244,7 +249,7 @@ TEST(WitnessSummary, NamesCollinearKeysWeakDecayAndBetaNearOne) {
   EXPECT_EQ(r.collinear_pairs, 0);
   // At the bound: strong decay.
   s.g.assign(16, -5.0);
-  EXPECT_EQ(summarise_witness(s, -5.0).g_strong, 16);
+  EXPECT_EQ(summarise_witness(s, -5.0).g_strong, 15);
   EXPECT_NE(witness_summary_text(summarise_witness(s, -5.0)).find("strong decay"), std::string::npos);
 }
 
@@ -336,4 +341,34 @@ TEST(SearchCli, BadOptionsAreOneLineAndExitTwo) {
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << ": " << r.out;
   }
   EXPECT_FALSE(fs::exists(dir + "/s.json"));
+}
+
+TEST(SearchCli, CommittedWitnessPassesItsCheck) {
+  // configs/witness_neumann_c16.json runs the worst input the search found
+  // for neumann on emulated at C = 16 (docs/search.md, results/cpu/search.md);
+  // its baseline must reproduce bit for bit.
+  const std::string src = CHUNKINV_SOURCE_DIR, dir = temp_dir();
+  const std::string cd = "cd '" + src + "' && ";
+  const auto r = chunkinv::testing::run_shell(cd + chunkinv::testing::binary() + " run configs/witness_neumann_c16.json -q -o " +
+                                              dir + "/new.json 2>&1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto c = chunkinv::testing::run_shell(cd + chunkinv::testing::binary() + " check " + dir +
+                                              "/new.json --baseline configs/witnesses/neumann-c16-baseline.json --exact "
+                                              "--changes-only 2>&1");
+  EXPECT_EQ(c.status, 0) << c.out;
+
+  // The witness still gives what its search recorded, through run --inputs.
+  const json rep = read_json(src + "/configs/witnesses/neumann-c16.json");
+  const auto p = chunkinv::testing::run_shell(cd + chunkinv::testing::binary() +
+                                              " run --inputs configs/witnesses/neumann-c16.safetensors --paths emulated "
+                                              "-a method=neumann --per-sample -q -o " + dir + "/replay.json 2>&1");
+  ASSERT_EQ(p.status, 0) << p.out;
+  const json replay = read_json(dir + "/replay.json");
+  const json& per = replay["results"][0]["per_sample"]["inv_total_rel_rmse"];
+  ASSERT_EQ(per.size(), rep["witnesses"]["samples"].size());
+  for (size_t i = 0; i < per.size(); ++i)
+    EXPECT_EQ(bits(number(per[i])), bits(number(rep["witnesses"]["samples"][i]["objective"]))) << "witness " << i;
+  // At least 100x the largest of 10^6 random model_like samples (2.6487e-4,
+  // measured: results/cpu/search.md), or not finite.
+  EXPECT_GE(number(per[0]), 100 * 2.6487e-4);
 }
