@@ -73,16 +73,17 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || [ "$(cached CHUNKINV_CUDA)" != "$cuda
 fi
 
 # Build, one line per step ("[ 42%] compiling src/core/fp.cpp"), kept on
-# one line when stderr is a terminal.
+# one line when stderr is a terminal. (A shell loop: awk would read the
+# pipe in blocks and print the steps late.)
 say "building ${SETUP_TARGET:-everything} with $(nproc) jobs (log $BUILD_DIR.build.log)"
 if [ -t 2 ]; then end='\r\033[K'; else end='\n'; fi
 cmake --build "$BUILD_DIR" -j "$(nproc)" ${SETUP_TARGET:+--target "$SETUP_TARGET"} 2>&1 | tee "$BUILD_DIR.build.log" |
-  awk -v end="$end" '
-    match($0, /^\[[^]]*\] (Building|Linking)/) {
-      step = substr($0, 1, index($0, "]")); f = $NF
-      if ($0 ~ /\] Building/) { sub(/^.*\.dir\//, "", f); sub(/\.o$/, "", f); what = "compiling " f } else what = "linking " f
-      printf "setup: %s %s" end, step, what > "/dev/stderr"; fflush("/dev/stderr")
-    }' ||
+  while IFS= read -r line; do
+    case $line in
+      \[*\]\ Building*) f=${line##* }; f=${f#*.dir/}; printf "setup: %s compiling %s$end" "${line%%]*}]" "${f%.o}" >&2 ;;
+      \[*\]\ Linking*) printf "setup: %s linking %s$end" "${line%%]*}]" "${line##* }" >&2 ;;
+    esac
+  done ||
   { [ -t 2 ] && printf '\n' >&2; grep -E -A5 'error' "$BUILD_DIR.build.log" | head -60 >&2; say "build failed, see $BUILD_DIR.build.log"; exit 1; }
 [ -t 2 ] && printf '\r\033[K' >&2
 say "built $BUILD_DIR/chunkinv"
