@@ -6,22 +6,29 @@
 # (at most 8 files come back from the device: the list is below), and a
 # short summary table is printed last.
 #
-#   scripts/gpu.sh [--calibrate] [--experiments] [--no-tests] [--bench-samples N]
+#   scripts/gpu.sh [--calibrate] [--experiments] [--no-tests] [--no-bench]
+#                  [--sanitize] [--bench-samples N]
+#
+# --sanitize runs the GPU tests (gtest filter Gpu*) once more under each of
+# compute-sanitizer's memcheck and racecheck; any error fails the step
+# (--error-exitcode), and sanitize.log keeps both reports.
 #
 # The GPU build is the README's build with the CUDA architecture given.
 #
 # Files under $OUT: build.log, decay_exceptions.inc (with --calibrate),
-# tests.log, info.json, bench.log, bench.json, summary.txt,
+# tests.log, sanitize.log (with --sanitize), info.json, bench.log, bench.json, summary.txt,
 # experiments.log and results-h200.tar.gz (with --experiments).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-CALIBRATE=0 EXPERIMENTS=0 TESTS=1 BENCH_SAMPLES=65536
+CALIBRATE=0 EXPERIMENTS=0 TESTS=1 BENCH=1 SANITIZE=0 BENCH_SAMPLES=65536
 while [ $# -gt 0 ]; do
   case "$1" in
     --calibrate) CALIBRATE=1 ;;
     --experiments) EXPERIMENTS=1 ;;
     --no-tests) TESTS=0 ;;
+    --no-bench) BENCH=0 ;;
+    --sanitize) SANITIZE=1 ;;
     --bench-samples) BENCH_SAMPLES="$2"; shift ;;
     *) echo "gpu.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -78,14 +85,28 @@ fi
 step info "$OUT/info.json" "$B/chunkinv" info --format json
 "$B/chunkinv" info >> "$SUMMARY" 2>&1
 
+if [ "$SANITIZE" = 1 ]; then
+  # compute-sanitizer over the GPU tests: memcheck (out-of-bounds and
+  # misaligned accesses, leaks of device memory) and racecheck (shared-memory
+  # hazards). The tests are the ctest ones, run from the test binary.
+  CS="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  SAN_LOG="$OUT/sanitize.log"
+  "$CS" --version > "$SAN_LOG" 2>&1
+  step memcheck "$SAN_LOG" "$CS" --tool memcheck --leak-check full --error-exitcode 99 "$B/chunkinv_tests" --gtest_filter='Gpu*'
+  step racecheck "$SAN_LOG" "$CS" --tool racecheck --racecheck-report all --error-exitcode 99 "$B/chunkinv_tests" --gtest_filter='Gpu*'
+  grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY|\[  (PASSED|FAILED) ' "$SAN_LOG" >> "$SUMMARY"
+fi
+
 BENCH_LOG="$OUT/bench.log"
-# Every path and method at C = 16, 32, 64 (the kernel validated against the
-# emulated path first), then the kernel's first version on the same sizes.
-step bench-floor-16 "$BENCH_LOG" "$B/chunkinv" bench -a family=floor -a chunk=16 -a 'method=[neumann,fwdsub_fp32]' --samples "$BENCH_SAMPLES" -o "$OUT/bench.json"
-step bench-model_like-32 "$BENCH_LOG" "$B/chunkinv" bench -a family=model_like -a chunk=32 --samples "$BENCH_SAMPLES" --repeat 3
-step bench-model_like-64 "$BENCH_LOG" "$B/chunkinv" bench -a family=model_like -a chunk=64 --samples 16384 --repeat 3 --cpu-samples 512
-step bench-v1 "$BENCH_LOG" "$B/chunkinv" bench --paths kernel:version=1 -a 'family=[floor]' -a 'chunk=[16,32]' --samples "$BENCH_SAMPLES" --repeat 5
-step bench-v1-64 "$BENCH_LOG" "$B/chunkinv" bench --paths kernel:version=1 -a family=model_like -a chunk=64 --samples 16384 --repeat 5
+if [ "$BENCH" = 1 ]; then
+  # Every path and method at C = 16, 32, 64 (the kernel validated against the
+  # emulated path first), then the kernel's first version on the same sizes.
+  step bench-floor-16 "$BENCH_LOG" "$B/chunkinv" bench -a family=floor -a chunk=16 -a 'method=[neumann,fwdsub_fp32]' --samples "$BENCH_SAMPLES" -o "$OUT/bench.json"
+  step bench-model_like-32 "$BENCH_LOG" "$B/chunkinv" bench -a family=model_like -a chunk=32 --samples "$BENCH_SAMPLES" --repeat 3
+  step bench-model_like-64 "$BENCH_LOG" "$B/chunkinv" bench -a family=model_like -a chunk=64 --samples 16384 --repeat 3 --cpu-samples 512
+  step bench-v1 "$BENCH_LOG" "$B/chunkinv" bench --paths kernel:version=1 -a 'family=[floor]' -a 'chunk=[16,32]' --samples "$BENCH_SAMPLES" --repeat 5
+  step bench-v1-64 "$BENCH_LOG" "$B/chunkinv" bench --paths kernel:version=1 -a family=model_like -a chunk=64 --samples 16384 --repeat 5
+fi
 
 if [ "$EXPERIMENTS" = 1 ]; then
   # The article's three experiments at 3 and 10^4 samples on all four paths,
