@@ -210,6 +210,12 @@ std::string read_text_file(const std::string& path, const JsonSource& src) {
         throw UsageError(fmt::format("{}: cannot be read ({})", src.what, std::strerror(errno)));
       }
       if (n == 0) break;
+      // JSON text holds no NUL byte (parse_json_strict refuses one): the
+      // first one ends the reading, so /dev/zero is refused at once instead
+      // of after the whole limit (2 GiB for a report) has been read.
+      if (const void* nul = std::memchr(buf.data(), 0, static_cast<size_t>(n)))
+        throw UsageError(fmt::format("{}: byte {} is a NUL byte; JSON text holds none", src.what,
+                                     text.size() + static_cast<size_t>(static_cast<const char*>(nul) - buf.data())));
       // A file that grows while read, or a pipe or device, is cut off here.
       if (static_cast<uint64_t>(n) > src.max_bytes - text.size()) throw UsageError(limit_text(std::nullopt, src));
       text.append(buf.data(), static_cast<size_t>(n));

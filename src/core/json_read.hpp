@@ -40,7 +40,8 @@ JsonSource report_source(const std::string& what);
 
 // The whole file: a UsageError ("<what>: ...") when it cannot be opened, is
 // a directory, or holds more than src.max_bytes (checked from its size before
-// reading where it has one, else while reading).
+// reading where it has one, else while reading), or a NUL byte (the reading
+// stops at the first: /dev/zero is refused at once).
 std::string read_text_file(const std::string& path, const JsonSource& src);
 
 // One JSON value, strictly: refuses NUL bytes, nesting deeper than

@@ -2,12 +2,15 @@
 // rules file may not be, and exact integers from JSON numbers.
 #include <gtest/gtest.h>
 
+#include <pthread.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/json_read.hpp"
@@ -120,10 +123,29 @@ TEST(JsonRead, FilesAreBoundedBeforeTheyAreRead) {
              "CHUNKINV_MAX_CONFIG_BYTES lots: not a size");
   ::unsetenv("CHUNKINV_MAX_CONFIG_BYTES");
   fs::remove(f);
-  // A device has no size: it is cut off at the limit while read.
+  // A device has no size. /dev/zero is refused at its first byte, before
+  // the limit is reached: at the 2 GiB of a report's limit it was read
+  // whole, in 20 s, into 2 GiB of memory.
   const JsonSource small{"report /dev/zero", 1 << 20, "CHUNKINV_MAX_REPORT_BYTES"};
-  EXPECT_HAS(usage_error([&] { read_json_file("/dev/zero", small); }),
+  EXPECT_HAS(usage_error([&] { read_json_file("/dev/zero", report_source("report /dev/zero")); }),
+             "report /dev/zero: byte 0 is a NUL byte; JSON text holds none");
+  // A pipe of endless JSON whitespace is cut off at the limit while read.
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::thread writer([fd = fds[1]] {
+    sigset_t pipe_signal;  // the reader stops early: EPIPE here, not SIGPIPE
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+    const std::string spaces(1 << 16, ' ');
+    for (int i = 0; i < 64; ++i)
+      if (::write(fd, spaces.data(), spaces.size()) < 0) break;
+    ::close(fd);
+  });
+  EXPECT_HAS(usage_error([&] { read_json_file("/dev/fd/" + std::to_string(fds[0]), small); }),
              "report /dev/zero: more than the 1.0 MiB limit (raise it with CHUNKINV_MAX_REPORT_BYTES=SIZE");
+  ::close(fds[0]);
+  writer.join();
   EXPECT_HAS(usage_error([&] { read_json_file(fs::temp_directory_path().string(), small); }),
              "is a directory, not a JSON file");
   EXPECT_HAS(usage_error([&] { read_json_file("/nonexistent/r.json", small); }),

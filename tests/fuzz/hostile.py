@@ -104,7 +104,8 @@ def main():
         texts += ['{"experiments": [{"chunk": %s}]}' % v, '{"experiments": [{"dim": %s}]}' % v]
     for v in ('-1', '1.5', '1e30', '18446744073709551616', '"0"', 'null'):
         texts.append('{"seed": %s, %s}' % (v, grid))
-    for v in ('-1', '0', '2.7', '1e12', '1e16', '18446744073709551616', '1e30', '"5"'):
+    # (1e12 is a whole number in range, 10^15 + 1 is one past the largest.)
+    for v in ('-1', '0', '2.7', '1000000000000001', '1e16', '18446744073709551616', '1e30', '"5"'):
         texts.append('{"samples": %s, %s}' % (v, grid))
     classes.append(('config: chunk, dim, seed, samples not exact integers in range', config_cases(texts)))
     # 5. Types and shape of a config.
@@ -130,11 +131,15 @@ def main():
     classes.append(('-a: grammar, integers', axis_cases(axes)))
     # 8. Sizes of grids and ranges.
     floors = ','.join(str(-i) for i in range(1, 200001))
+    # One argument holds at most 128 KiB (Linux's MAX_ARG_STRLEN): 15000
+    # values (94 KB) times 63 chunks.
+    arg_floors = ','.join(str(-i) for i in range(1, 15001))
     lst = ','.join(str(-i) for i in range(1, 1001))
     classes.append(('grid and range sizes', axis_cases([
         ['chunk=[2:64]', 'dim=[1:4096]', 'decay_floor=[-20:-1]'],
         ['decay_floor=[-100000:-1]', 'chunk=[8,16,32]', 'family=[floor,model_like]'],
-        ['chunk=[1:1e9]'], ['decay_floor=[-1e308:1e308:1e-300]'], ['decay_floor=[%s]' % floors]]) + config_cases([
+        ['chunk=[1:1e9]'], ['decay_floor=[-1e308:1e308:1e-300]'], ['decay_floor=[%s]' % arg_floors, 'chunk=[2:64]']]) +
+        config_cases([
         '{"experiments": [{"family": ["floor", "model_like"], "chunk": [%s], "dim": [%s], "decay_floor": [%s]}]}'
         % (lst, lst, lst),
         '{"experiments": [{"decay_floor": [%s]}]}' % floors])))
