@@ -10,6 +10,9 @@
 # PATH is the path the Neumann searches use (default emulated; `kernel` on a
 # GPU gives the same bits faster). The other methods run on `emulated`, the
 # path that has their forms.
+#   BASELINE=0          skip the random baseline
+#   SEARCHES="m/obj .." only these searches (default: every method below
+#                       with both objectives)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:?usage: scripts/search-sweep.sh BUILD_DIR OUTDIR [BUDGET] [PATH]}"
@@ -22,14 +25,15 @@ space=(-a chunk=16 -a dim=128 -a decay_floor=-5)
 methods=(neumann fwdsub_fp32 fla_solve_tril blockwise)
 
 t0=$(date +%s)
-"$bin" run -a family=model_like "${space[@]}" -a "method=[$(IFS=,; echo "${methods[*]}")]" \
+[ "${BASELINE:-1}" = 0 ] || "$bin" run -a family=model_like "${space[@]}" -a "method=[$(IFS=,; echo "${methods[*]}")]" \
   --paths gold,emulated --samples "${BASELINE_SAMPLES:-1000000}" --seed 0 -q -o "$out/baseline.json"
-echo "baseline: $(( $(date +%s) - t0 )) s" >&2
+[ "${BASELINE:-1}" = 0 ] || echo "baseline: $(( $(date +%s) - t0 )) s" >&2
 
 summary="$out/summary.txt"
-printf '%-16s %-10s %-26s %10s %14s %10s %8s\n' method path objective evaluations best nonfinite seconds > "$summary"
+[ -e "$summary" ] || printf '%-16s %-10s %-26s %10s %14s %10s %8s\n' method path objective evaluations best nonfinite seconds > "$summary"
 for objective in inv_total_rel_rmse inv_method_only_rel_rmse; do
   for m in "${methods[@]}"; do
+    case " ${SEARCHES:-$m/$objective} " in *" $m/$objective "*) ;; *) continue ;; esac
     path=emulated
     [ "$m" = neumann ] && path="$neumann_path"
     name="$m-$objective"
