@@ -345,7 +345,7 @@ TEST(SearchCli, BadOptionsAreOneLineAndExitTwo) {
 
 TEST(SearchCli, CommittedWitnessPassesItsCheck) {
   // configs/witness_neumann_c16.json runs the worst input the search found
-  // for neumann on emulated at C = 16 (docs/search.md, results/cpu/search.md);
+  // for neumann on emulated at C = 16 (docs/search.md, results/h200/search.md);
   // its baseline must reproduce bit for bit.
   const std::string src = CHUNKINV_SOURCE_DIR, dir = temp_dir();
   const std::string cd = "cd '" + src + "' && ";
@@ -369,6 +369,6 @@ TEST(SearchCli, CommittedWitnessPassesItsCheck) {
   for (size_t i = 0; i < per.size(); ++i)
     EXPECT_EQ(bits(number(per[i])), bits(number(rep["witnesses"]["samples"][i]["objective"]))) << "witness " << i;
   // At least 100x the largest of 10^6 random model_like samples (2.6487e-4,
-  // measured: results/cpu/search.md), or not finite.
+  // measured: results/h200/search.md), or not finite.
   EXPECT_GE(number(per[0]), 100 * 2.6487e-4);
 }
