@@ -4,7 +4,6 @@
 // are written as a tensor set (the witness) that `run --inputs` and
 // `inspect --inputs` replay exactly, and a JSON report holds the objective,
 // the trace and each witness's structure.
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include "cli/meta.hpp"
 #include "core/error.hpp"
 #include "core/output_file.hpp"
+#include "core/progress.hpp"
 #include "driver/spec.hpp"
 #include "inputs/tensor_set.hpp"
 #include "inputs/witness_summary.hpp"
@@ -108,17 +108,14 @@ void search(const SearchArgs& a) {
   Evaluator evaluator(config, paths[0], method, objective, a.threads);
   const std::string started = utc_now();
   const auto t0 = std::chrono::steady_clock::now();
-  const bool show = !a.quiet && ::isatty(STDERR_FILENO);
-  auto last = t0;
+  // The bar (share of the budget, time left, best so far) only on a terminal, never with -q.
+  ProgressBar bar(double(o.budget), !a.quiet);
+  uint64_t shown = 0;
   const SearchResult r = run_search(o, evaluator, [&](uint64_t evals, double best) {
-    const auto now = std::chrono::steady_clock::now();
-    if (!show || now - last < std::chrono::milliseconds(500)) return;
-    last = now;
-    std::fprintf(stderr, "\r\033[Ksearch: %llu/%llu evaluations, best %s = %.4g, %.0f s",
-                 static_cast<unsigned long long>(evals), static_cast<unsigned long long>(o.budget),
-                 objective.name.c_str(), best, std::chrono::duration<double>(now - t0).count());
+    bar.advance(double(evals - shown), fmt::format("best {} = {:.4g}", objective.name, best));
+    shown = evals;
   });
-  if (show) std::fprintf(stderr, "\r\033[K");
+  bar.finish();
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::vector<Sample> samples;
