@@ -224,8 +224,9 @@ void run(const RunArgs& a) {
 
   if (a.dry_run) {
     const RunMemory m = run_memory(plan, samples, runner.options().batch, a.per_sample);
-    fmt::print("{}: {} configurations, {} report entries, {} samples each, seed {}, paths {}\n", spec.name,
-               plan.groups.size(), entries, samples, spec.seed, fmt::join(labels, ", "));
+    fmt::print("{}: {} configuration{}, {} report entr{}, {} sample{} each, seed {}, paths {}\n", spec.name,
+               plan.groups.size(), plan.groups.size() == 1 ? "" : "s", entries, entries == 1 ? "y" : "ies", samples,
+               samples == 1 ? "" : "s", spec.seed, fmt::join(labels, ", "));
     for (size_t i = 0; i < plan.groups.size(); ++i) {
       const Group& g = plan.groups[i];
       std::vector<std::string> tasks;
