@@ -230,9 +230,10 @@ py::dict aggregate_values(const Array& v, bool flag) {
   std::vector<double> x(v.data(), v.data() + v.size());
   const Stats s = aggregate(x, flag);
   py::dict d;
-  const nlohmann::json j = stats_to_json(s);  // items() does not keep a temporary alive
-  for (const auto& [k, val] : j.items())
-    if (val.is_string() || val.is_number()) d[py::str(k)] = number_from_json(val);
+  // Held in a variable: items() of a temporary iterates a destroyed object
+  // (it read as null: "type must be number, but is null").
+  const nlohmann::json j = stats_to_json(s);
+  for (const auto& [k, val] : j.items()) d[py::str(k)] = number_from_json(val);  // every statistic, or an error
   return d;
 }
 

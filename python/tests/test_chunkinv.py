@@ -212,11 +212,17 @@ def test_bad_inputs_are_value_errors_naming_the_culprit():
 def test_aggregate_is_the_reports():
     v = np.array([3.0, 1.0, math.inf, 2.0])
     s = chunkinv.aggregate(v)
+    assert set(s) == {"median", "mean", "p10", "p90", "p99", "min", "max", "finite_count"}
+    assert all(isinstance(x, float) for x in s.values())
     assert s["median"] == 2.5 and s["max"] == math.inf and s["mean"] == 2.0 and s["finite_count"] == 3
+    assert s["min"] == 1.0
+    # A 0/1 metric: its finite share with the Wilson interval, as in reports.
+    f = chunkinv.aggregate(np.array([1.0, 0.0, 1.0, 1.0]), flag=True)
+    assert set(f) == set(s) | {"wilson_low", "wilson_high"}
+    assert f["mean"] == 0.75 and 0 < f["wilson_low"] < 0.75 < f["wilson_high"] < 1
 
 
 def test_load_report_of_a_committed_report_is_tidy():
-    pd = pytest.importorskip("pandas")
     path = ROOT / "results" / "cpu" / "k3_exponent_boundary-n3.json"
     raw = json.loads(path.read_text())
     df = chunkinv.load_report(path)
@@ -237,7 +243,6 @@ def test_load_report_of_a_committed_report_is_tidy():
 
 
 def test_load_report_per_sample(tmp_path):
-    pytest.importorskip("pandas")
     out = tmp_path / "r.json"
     cli("run", "-a", "family=floor", "-a", "chunk=[8,19]", "--samples", "5", "--paths", "gold,emulated",
         "--per-sample", "-q", "-o", str(out))
