@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# The Python package in CI (called at the end of scripts/test.sh): installs
+# The Python package in CI (scripts/test.sh runs it after ctest): installs
 # what it needs from Debian (no PyPI: NumPy, pandas, pytest, pybind11 and
 # setuptools are Debian's, for /usr/bin/python3), installs the package into a
 # venv that sees them (build/pyvenv, --system-site-packages) with
 #   pip install --no-build-isolation --no-index .
 # and runs its tests and the examples against the binary of $BUILD_DIR.
+#   --deps   only installs the Debian packages, matplotlib included (for
+#            scripts/plot.py and its ctest tests, PlotScript.*), then exits;
+#            scripts/test.sh runs this before ctest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 BUILD_DIR="${BUILD_DIR:-build}"
+say() { printf 'python-setup: %s\n' "$*" >&2; }
 
 need=()
+command -v $PY > /dev/null || need+=(python3)
 $PY -c 'import numpy' 2> /dev/null || need+=(python3-numpy)
 $PY -c 'import pandas' 2> /dev/null || need+=(python3-pandas)
+$PY -c 'import matplotlib' 2> /dev/null || need+=(python3-matplotlib)
 $PY -c 'import pytest' 2> /dev/null || need+=(python3-pytest)
 $PY -c 'import pybind11' 2> /dev/null || need+=(python3-pybind11 pybind11-dev)
 $PY -c 'import setuptools, wheel' 2> /dev/null || need+=(python3-setuptools python3-wheel)
@@ -22,24 +28,30 @@ pyinc=$($PY -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2> /d
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  echo "python-setup: installing ${need[*]}" >&2
+  command -v apt-get > /dev/null || { say "missing ${need[*]}; install them with your package manager"; exit 1; }
+  say "installing ${need[*]} with apt-get"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" > /dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" > /dev/null
+  $PY -c 'import numpy, pandas, matplotlib, pytest, pybind11, setuptools, wheel, ensurepip' ||
+    { say "/usr/bin/python3 still lacks a module after installing ${need[*]}"; exit 1; }
 fi
+[ "${1:-}" = --deps ] && exit 0
 
+say "installing the package into $BUILD_DIR/pyvenv (it builds the library with -fPIC; log $BUILD_DIR.python.log)"
 VENV="$BUILD_DIR/pyvenv"
 [ -x "$VENV/bin/python" ] || $PY -m venv --system-site-packages "$VENV"
 "$VENV/bin/python" -m pip install -q --no-build-isolation --no-index --no-deps . > "$BUILD_DIR.python.log" 2>&1 ||
-  { tail -40 "$BUILD_DIR.python.log" >&2; echo "python-setup: pip install failed, see $BUILD_DIR.python.log" >&2; exit 1; }
+  { tail -40 "$BUILD_DIR.python.log" >&2; say "pip install failed, see $BUILD_DIR.python.log"; exit 1; }
 
 case "$BUILD_DIR" in
   /*) export CHUNKINV_BINARY="$BUILD_DIR/chunkinv" ;;
   *) export CHUNKINV_BINARY="$PWD/$BUILD_DIR/chunkinv" ;;
 esac
+say "pytest python/tests examples against $CHUNKINV_BINARY"
 rc=0
-"$VENV/bin/python" -m pytest -p no:cacheprovider -q python/tests examples || rc=$?
+"$VENV/bin/python" -m pytest -p no:cacheprovider -q -rs python/tests examples || rc=$?
 if [ "$rc" -eq 5 ]; then
-  echo "python-setup: pytest collected no tests" >&2
+  say "pytest collected no tests"
   exit 1
 fi
 exit "$rc"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Sets up, builds, and runs the whole test suite through ctest. GPU tests
-# skip with a message where there is no GPU.
+# Sets up, builds, and runs the whole test suite through ctest, then the
+# Python package's pytest (scripts/python-setup.sh); fails when either
+# fails. GPU tests skip with a message where there is no GPU.
+#   TEST_PYTHON=OFF   ctest only (no Python packages installed, no pytest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The CUDA sources are compiled wherever nvcc is, GPU or not, so that a
@@ -8,6 +10,15 @@ cd "$(dirname "$0")/.."
 if [ -z "${CHUNKINV_CUDA:-}" ] && { command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; }; then
   export CHUNKINV_CUDA=ON
 fi
+python="${TEST_PYTHON:-ON}"
+# Debian's Python packages first: the plot script's ctest tests (PlotScript.*)
+# draw with /usr/bin/python3's matplotlib, and pytest needs the rest.
+[ "$python" = OFF ] || scripts/python-setup.sh --deps
 . scripts/setup.sh
-cd "$BUILD_DIR"
-ctest --output-on-failure -j "$(nproc)" "$@"
+ctest_rc=0
+(cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" "$@") || ctest_rc=$?
+py_rc=0
+[ "$python" = OFF ] || BUILD_DIR="$BUILD_DIR" scripts/python-setup.sh || py_rc=$?
+[ "$ctest_rc" -eq 0 ] || echo "test: ctest failed (exit $ctest_rc)" >&2
+[ "$py_rc" -eq 0 ] || echo "test: the Python package's pytest failed (exit $py_rc)" >&2
+exit $((ctest_rc != 0 ? ctest_rc : py_rc))

@@ -511,12 +511,13 @@ namespace {
 
 // scripts/plot.py, run through its shebang (/usr/bin/python3, Debian's
 // python3-matplotlib). Skipped where that Python lacks matplotlib, except in
-// CI (CI=true), where scripts/setup.sh installs it and a missing one fails.
+// CI (CI=true, set by .ci/run), where scripts/test.sh installs it first
+// (scripts/python-setup.sh --deps) and a missing one fails.
 bool plot_python_ready() {
   if (std::system("/usr/bin/python3 -c 'import matplotlib, numpy' >/dev/null 2>&1") == 0) return true;
   const char* ci = std::getenv("CI");
   if (ci && std::string(ci) == "true") {
-    ADD_FAILURE() << "CI: /usr/bin/python3 has no matplotlib/numpy (scripts/setup.sh installs python3-matplotlib)";
+    ADD_FAILURE() << "CI: /usr/bin/python3 has no matplotlib/numpy (scripts/test.sh installs python3-matplotlib)";
   }
   return false;
 }
