@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Fuzzes the tensor readers: builds the libFuzzer targets of tests/fuzz/
-# (clang, AddressSanitizer, UndefinedBehaviorSanitizer) into build-fuzz/
-# without CUDA, then runs each for SECONDS (default 30) from its seed corpus
-# tests/fuzz/corpus/<target>/. New inputs go to build-fuzz/corpus/<target>/,
+# Fuzzes the tensor, config, axis and report readers: builds the seven
+# libFuzzer targets of tests/fuzz/ (clang, AddressSanitizer,
+# UndefinedBehaviorSanitizer) into build-fuzz/ without CUDA, then runs each
+# for SECONDS (default 30) from its seed corpus tests/fuzz/corpus/<target>/. New inputs go to build-fuzz/corpus/<target>/,
 # crashing ones to build-fuzz/crashes/. Prints executions and coverage per
 # target; exit status 1 when a target crashed (a sanitizer report, an
 # uncaught exception other than UsageError, a timeout or too much memory).
@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-30}"
 case "$secs" in '' | *[!0-9]*) echo "usage: scripts/fuzz.sh [SECONDS-PER-TARGET]" >&2; exit 2 ;; esac
-targets=(npy npz safetensors tensor_set)
+targets=(npy npz safetensors tensor_set config axis report)
 
 install() {
   local sudo=""
