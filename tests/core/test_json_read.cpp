@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/json_read.hpp"
+#include "support/usage_error.hpp"
 
 using namespace chunkinv;
 using nlohmann::json;
@@ -21,19 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The message of the UsageError `f` throws; fails the test when it throws none.
-template <typename F>
-std::string usage_error(F f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UsageError";
-  return "";
-}
-
-#define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+using chunkinv::testing::usage_error;
 
 std::string nested(int depth, const std::string& inner = "1") {
   return std::string(depth, '[') + inner + std::string(depth, ']');

@@ -18,24 +18,14 @@
 #include "core/error.hpp"
 #include "driver/spec.hpp"
 #include "support/shell.hpp"
+#include "support/usage_error.hpp"
 
 using namespace chunkinv;
 namespace fs = std::filesystem;
 
 namespace {
 
-template <typename F>
-std::string usage_error(F f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UsageError";
-  return "";
-}
-
-#define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+using chunkinv::testing::usage_error;
 
 ExperimentSpec config(const std::string& text) { return parse_config(text, "c.json"); }
 

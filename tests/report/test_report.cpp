@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "report/report.hpp"
+#include "support/usage_error.hpp"
 
 using namespace chunkinv;
 
@@ -54,18 +55,7 @@ TEST(Report, SchemaOneLoadsWithTheMethodAxisAndTodaysMetricNames) {
 
 namespace {
 
-template <typename F>
-std::string usage_error(F f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UsageError";
-  return "";
-}
-
-#define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+using chunkinv::testing::usage_error;
 
 // A valid /2 report of one entry whose `field` (in its statistics of
 // inv_total_rel_rmse, or of the entry itself) is replaced by `value`.
