@@ -2,13 +2,17 @@
 // (fla/ops/utils/solve_tril.py): (I + A)^-1 of a strictly lower FP32 A with
 // C in {16, 32, 64} (smaller chunks are zero-padded up to the next one).
 //
-// 1. Each 16x16 diagonal block by FP32 forward substitution, row by row:
-//    X = -A (strict part of the block); for i = 1..15:
-//      a = -A[i, :];  X[i, j] = fp32(a[j] + S_j),
-//      S_j = sum_{k=0..15} fp32(a[k] * X[k, j])  (products rounded to FP32,
-//      summed k ascending from +0 in FP32: Triton's tl.sum order depends on
-//      the layout it picks, so this order is ours);
-//    then Ai = I + X.
+// 1. Each 16x16 diagonal block by FP32 forward substitution, row by row,
+//    in the order the kernel compiles to on sm_90 with one warp (the launch
+//    the autotuner picks there; measured bit for bit on the H200,
+//    docs/methods.md): X = -A (strict part; -0 elsewhere); for i = 2..15:
+//      a = -A[i, k] for k < i, +0 for k >= i;  X[i, j] = fp32(a[j] + S_j),
+//      q_k = fma(a[k], X[k, j], fp32(a[k+8] * X[k+8, j]))  for k = 0..7
+//        (each lane holds rows k and k + 8: the product of the second is
+//        contracted into an FMA with the first),
+//      S_j = ((q0 + q4) + (q2 + q6)) + ((q1 + q5) + (q3 + q7))
+//        (the butterfly over 8 lanes, xor 4, then 2, then 1);
+//    then Ai = X + I in FP32.
 // 2. Merged by block substitution with FP32 dots (`precision=ieee`: an FMA
 //    chain, k ascending; `tf32`: operands rounded to TF32 first):
 //    C = 32:  Ai21 = -dot(dot(Ai22, A21), Ai11)
@@ -50,23 +54,24 @@ Mat diagonal_inverse(const std::vector<float>& a, int n, int r0) {
   auto at = [&](int i, int j) { return a[static_cast<size_t>(r0 + i) * n + r0 + j]; };
   float x[kB][kB];
   for (int i = 0; i < kB; ++i)
-    for (int j = 0; j < kB; ++j) x[i][j] = i > j ? -at(i, j) : 0.0f;
-  for (int i = 1; i < kB; ++i) {
+    for (int j = 0; j < kB; ++j) x[i][j] = -(i > j ? at(i, j) : 0.0f);  // -0 on and above the diagonal
+  for (int i = 2; i < kB; ++i) {
     float row[kB], ai[kB];
-    for (int k = 0; k < kB; ++k) ai[k] = -at(i, k);
+    for (int k = 0; k < kB; ++k) ai[k] = k < i ? -at(i, k) : 0.0f;
     for (int j = 0; j < kB; ++j) {
-      float s = 0.0f;
-      for (int k = 0; k < kB; ++k) {
-        const float p = ai[k] * x[k][j];
-        s = s + p;
+      float q[kB / 2];
+      for (int k = 0; k < kB / 2; ++k) {
+        const float high = ai[k + 8] * x[k + 8][j];
+        q[k] = std::fma(ai[k], x[k][j], high);
       }
+      const float s = ((q[0] + q[4]) + (q[2] + q[6])) + ((q[1] + q[5]) + (q[3] + q[7]));
       row[j] = ai[j] + s;
     }
     for (int j = 0; j < kB; ++j) x[i][j] = row[j];
   }
   Mat out(kB, kB);
   for (int i = 0; i < kB; ++i)
-    for (int j = 0; j < kB; ++j) out(i, j) = (i == j) ? double(x[i][j] + 1.0f) : double(x[i][j]);
+    for (int j = 0; j < kB; ++j) out(i, j) = double(x[i][j] + (i == j ? 1.0f : 0.0f));
   return out;
 }
 
@@ -131,7 +136,8 @@ InverseRun invert_fla_solve_tril(const Mat& l_in, const MethodOptions& options, 
 extern const MethodSpec kFlaSolveTrilMethod{
     "fla_solve_tril",
     "fla solve_tril: C zero-padded to 16, 32 or 64; each 16x16 diagonal block of fp32(L) inverted by FP32 "
-    "forward substitution (row i = -A[i] - sum_k A[i][k] X[k], products FP32, k ascending); blocks merged by "
+    "forward substitution in the kernel's sm_90 one-warp order (row i = -A[i] - sum_k A[i][k] X[k]: rows k, k+8 by an FMA on "
+    "the rounded second product, then a butterfly xor 4, 2, 1); blocks merged by "
     "block substitution with FP32 dots (precision=ieee: FMA chain; tf32: TF32 operands), output FP32",
     kDiagnostics,
     invert_fla_solve_tril,

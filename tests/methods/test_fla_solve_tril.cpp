@@ -13,7 +13,7 @@ using namespace chunkinv;
 using namespace chunkinv::testing;
 
 TEST(FlaSolveTril, DiagonalSubstitutionInTheDocumentedOrder) {
-  // Row 2: X20 = fp32(-A20 + fp32(0 + fp32(-A21 * X10))), X10 = -A10.
+  // Row 2: X20 = fp32(-A20 + fp32(-A21 * X10)) (every other term of the sum is 0), X10 = -A10.
   Mat l = Mat::Zero(3, 3);
   l(1, 0) = 0.1;
   l(2, 0) = 0.3;
@@ -33,18 +33,33 @@ TEST(FlaSolveTril, DiagonalSubstitutionInTheDocumentedOrder) {
   EXPECT_EQ(r.intermediates.at(1).label, "Ai[0:16,0:16]");
 }
 
-TEST(FlaSolveTril, SubstitutionSumsKAscending) {
-  // Row 4, column 0: S = fp32(fp32(fp32(0 + 1) + 2^-24) + 2^-24) = 1 (two ties to even), where the
-  // descending order would give 1 + 2^-23. Rows 1..3 hold only their first column.
-  Mat l = Mat::Zero(5, 5);
+TEST(FlaSolveTril, SubstitutionSumsInTheKernelsTree) {
+  // Row 8, column 0: products p1 = 1, p3 = p7 = 2^-24. The kernel's tree adds
+  // (q3 + q7) = 2^-23 first, then 1: S = 1 + 2^-23, the exact value. Summed
+  // k ascending (1 + 2^-24 + 2^-24, two ties to even), or in any tree that
+  // meets 1 before the other two, S would be 1.
+  Mat l = Mat::Zero(9, 9);
   l(1, 0) = 1.0;
-  l(2, 0) = 0x1p-12;
   l(3, 0) = 0x1p-12;
-  l(4, 1) = 1.0;
-  l(4, 2) = 0x1p-12;
-  l(4, 3) = 0x1p-12;
-  EXPECT_EQ(with("fla_solve_tril").invert(l, false).inv(4, 0), 1.0);
-  EXPECT_EQ(unit_lower_inverse(l)(4, 0), 1.0 + 0x1p-23);  // the exact value
+  l(7, 0) = 0x1p-12;
+  l(8, 1) = 1.0;
+  l(8, 3) = 0x1p-12;
+  l(8, 7) = 0x1p-12;
+  EXPECT_EQ(with("fla_solve_tril").invert(l, false).inv(8, 0), 1.0 + 0x1p-23);
+  EXPECT_EQ(unit_lower_inverse(l)(8, 0), 1.0 + 0x1p-23);
+}
+
+TEST(FlaSolveTril, SubstitutionFusesRowKWithRowKPlus8) {
+  // Row 10, column 0: q1 = fma(a1, X10, fp32(a9 * X90)) with a1 X10 =
+  // (1 + 2^-15)^2 = 1 + 2^-14 + 2^-30 and a9 X90 = -1: the FMA keeps 2^-30,
+  // S = 2^-14 + 2^-30. A product rounded first (k ascending, or a tree of
+  // rounded products) loses it: 2^-14.
+  Mat l = Mat::Zero(11, 11);
+  l(1, 0) = 1.0 + 0x1p-15;  // X10 = -(1 + 2^-15)
+  l(9, 0) = 1.0;            // X90 = -1
+  l(10, 1) = 1.0 + 0x1p-15; // a1 = -(1 + 2^-15)
+  l(10, 9) = -1.0;          // a9 = 1
+  EXPECT_EQ(with("fla_solve_tril").invert(l, false).inv(10, 0), 0x1p-14 + 0x1p-30);
 }
 
 TEST(FlaSolveTril, MergeOf32InTheDocumentedOrderIeeeAndTf32) {
