@@ -2,8 +2,9 @@
 # Fuzzes the tensor, config, axis and report readers: builds the seven
 # libFuzzer targets of tests/fuzz/ (clang, AddressSanitizer,
 # UndefinedBehaviorSanitizer) into build-fuzz/ without CUDA, then runs each
-# for SECONDS (default 30) from its seed corpus tests/fuzz/corpus/<target>/. New inputs go to build-fuzz/corpus/<target>/,
-# crashing ones to build-fuzz/crashes/. Prints executions and coverage per
+# for SECONDS (default 30) from its seed corpus tests/fuzz/corpus/<target>/.
+# New inputs go to build-fuzz/corpus/<target>/, crashing ones to
+# build-fuzz/crashes/. Prints executions and coverage per
 # target; exit status 1 when a target crashed (a sanitizer report, an
 # uncaught exception other than UsageError, a timeout or too much memory).
 #

@@ -6,23 +6,49 @@
 # test expects (`check` exits 1 and 2 by design). The binary the tests run
 # is the sanitized one.
 #
-# Left out (ctest -E): the tests that run under an address-space limit
-# (ulimit -v, RLIMIT_AS), which AddressSanitizer's shadow memory cannot
-# live with; they skip themselves where they can (docs/reliability.md).
+# The checks that need an address-space limit (ulimit -v, RLIMIT_AS),
+# which AddressSanitizer's shadow memory cannot live with, skip themselves
+# (tests/support/sanitizer.hpp); `exclude` below leaves out any test that
+# cannot. Installs what is missing with apt-get, as scripts/setup.sh does.
 #
 #   scripts/sanitize.sh [CTEST ARGS...]     # e.g. -R 'Spec|Report'
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+say() { printf 'sanitize: %s\n' "$*" >&2; }
+# What is missing is installed (Debian/Ubuntu, apt-get), as scripts/setup.sh does.
+install() {
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  if ! command -v apt-get > /dev/null; then
+    say "missing $*; install them with your package manager"
+    exit 1
+  fi
+  say "installing $* with apt-get"
+  $sudo apt-get update -q 2>&1 | sed -u 's/^/sanitize: apt: /' >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "$@" 2>&1 |
+    sed -un 's/^\(Get:[0-9]*\|Unpacking\|Setting up\) \([^ ]*\).*/sanitize: apt: \1 \2/p' >&2
+}
 have_header() { [ -e "/usr/include/$1" ] || [ -e "/usr/local/include/$1" ]; }
-missing=()
-command -v cmake > /dev/null || missing+=(cmake)
-command -v g++ > /dev/null || missing+=(g++)
-for h in eigen3/Eigen/Core CLI/CLI.hpp fmt/format.h nlohmann/json.hpp gtest/gtest.h; do
-  have_header "$h" || missing+=("$h")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "sanitize: missing ${missing[*]}; scripts/setup.sh installs them" >&2
+need=()
+command -v cmake > /dev/null || need+=(cmake)
+command -v g++ > /dev/null || need+=(g++)
+command -v make > /dev/null || command -v ninja > /dev/null || need+=(make)
+have_header eigen3/Eigen/Core || need+=(libeigen3-dev)
+have_header CLI/CLI.hpp || need+=(libcli11-dev)
+have_header fmt/format.h || need+=(libfmt-dev)
+have_header nlohmann/json.hpp || need+=(nlohmann-json3-dev)
+have_header zlib.h || need+=(zlib1g-dev)
+have_header gtest/gtest.h || need+=(libgtest-dev)
+[ ${#need[@]} -eq 0 ] || install "${need[@]}"
+# The sanitizers' runtimes (libasan, libubsan) come with g++ on Debian; say
+# so plainly where they do not.
+probe="$(mktemp -d)"
+trap 'rm -rf "$probe"' EXIT
+echo 'int main() { return 0; }' > "$probe/p.cpp"
+if ! g++ -fsanitize=address,undefined "$probe/p.cpp" -o "$probe/p" 2> "$probe/err"; then
+  cat "$probe/err" >&2
+  say "g++ cannot link -fsanitize=address,undefined: install its libasan and libubsan"
   exit 1
 fi
 

@@ -14,22 +14,11 @@
 
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
+#include "support/sanitizer.hpp"
 
 using namespace chunkinv;
 
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
 
 // Bytes mapped by this process now (VmSize).
 long long mapped_bytes() {
@@ -45,7 +34,8 @@ long long mapped_bytes() {
 TEST(ThreadPool, ThreadsThatCannotBeCreatedAreAUsageErrorNotAHang) {
   // ASan reserves terabytes of shadow memory: an address-space limit
   // cannot be set under it.
-  if (kAddressSanitizer) GTEST_SKIP() << "needs an address-space limit, which AddressSanitizer cannot run under";
+  if (chunkinv::testing::kAddressSanitizer)
+    GTEST_SKIP() << "needs an address-space limit, which AddressSanitizer cannot run under";
   const long long mapped = mapped_bytes();
   ASSERT_GT(mapped, 0);
   int pipe_fd[2];
