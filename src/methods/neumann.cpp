@@ -9,6 +9,7 @@
 #include "arith/tensor_core.hpp"
 #include "core/fp.hpp"
 #include "methods/method.hpp"
+#include "methods/precision.hpp"
 
 namespace chunkinv {
 namespace {
@@ -18,16 +19,7 @@ const MetricInfo kDiagnostics[] = {
     {"power_max", MetricKind::kValue, "max |entry| over L and every power formed; inf if any is non-finite"},
 };
 
-// max |entry|, +inf if any entry is non-finite (NaN included).
-double max_abs(const Mat& m) {
-  double r = 0.0;
-  for (Eigen::Index i = 0; i < m.size(); ++i) {
-    const double v = m.data()[i];
-    if (!std::isfinite(v)) return INFINITY;
-    r = std::fmax(r, std::fabs(v));
-  }
-  return r;
-}
+using prec::max_abs;
 
 InverseRun invert_neumann(const Mat& l_in, const MethodOptions&, bool keep) {
   const Mat l = l_in.unaryExpr([](double v) { return fp16(v); });  // the method's input format

@@ -6,6 +6,8 @@
 #include <memory>
 #include <mutex>
 
+#include "methods/precision.hpp"
+
 namespace chunkinv {
 namespace {
 
@@ -21,14 +23,7 @@ double residual(const Mat& gold_l, const Mat& inv) {
   return rel_rmse((i + gold_l) * inv, i);
 }
 
-double max_abs(const Mat& m) {
-  double r = 0.0;
-  for (Eigen::Index i = 0; i < m.size(); ++i) {
-    if (!std::isfinite(m.data()[i])) return INFINITY;
-    r = std::fmax(r, std::fabs(m.data()[i]));
-  }
-  return r;
-}
+using prec::max_abs;  // +inf once an entry is not finite
 
 double count_if(const std::vector<double>& v, bool (*pred)(double)) {
   double n = 0;

@@ -15,7 +15,10 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "core/rng.hpp"
 #include "methods/method.hpp"
@@ -60,5 +63,35 @@ inline double series_growth(const Mat& l) {
 inline double bound(int c, double u, double growth) { return 2.0 * c * u * growth; }
 
 inline Method with(const char* text) { return parse_method(text); }
+
+// Each method on the known-inverse case at every chunk from 2 to max_c:
+// the all-ones lower triangle, bit for bit.
+inline void expect_exact_on_known_inverse(std::initializer_list<const char*> methods, int max_c = 64) {
+  for (int c = 2; c <= max_c; ++c)
+    for (const char* m : methods)
+      EXPECT_TRUE(with(m).invert(ones_inverse_case(c), false).inv == all_ones_lower(c)) << m << " C=" << c;
+}
+
+// A method whose working format has unit roundoff u and rounds its input with `round`.
+struct RoundedMethod {
+  const char* method;
+  double u;
+  double (*round)(double);
+};
+
+// A series or power method on 8 random chunks each (C <= 9 for BF16, whose
+// bound means nothing beyond), against the exact inverse of its rounded input,
+// within the series bound.
+inline void expect_within_series_bound(std::initializer_list<RoundedMethod> cases) {
+  for (const RoundedMethod k : cases)
+    for (uint64_t seed = 0; seed < 8; ++seed) {
+      const int c = 2 + int(seed * 9 % (k.u == kUBF16 ? 8 : 63));
+      const Mat l = random_strict_lower(c, 0.5, seed, 0.8);
+      const double tol = bound(c, k.u, series_growth(l));
+      ASSERT_LT(tol, 0.3) << "the bound must be able to fail";
+      EXPECT_LT(rel(with(k.method).invert(l, false).inv, unit_lower_inverse(l.unaryExpr(k.round))), tol)
+          << k.method << " C=" << c;
+    }
+}
 
 }  // namespace chunkinv::testing

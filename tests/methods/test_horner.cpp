@@ -31,27 +31,12 @@ TEST(Horner, HandMadeCaseInTheDocumentedOrder) {
 }
 
 TEST(Horner, CloseToFp64OnRandomCases) {
-  struct Case {
-    const char* method;
-    double u;
-    double (*round)(double);
-  };
-  for (const Case k : {Case{"horner", kUFP32, fp32}, Case{"horner:precision=tf32", kUTF32, fp32},
-                       Case{"horner:precision=bf16", kUBF16, bf16}})
-    for (uint64_t seed = 0; seed < 8; ++seed) {
-      const int c = 2 + int(seed * 9 % (k.u == kUBF16 ? 8 : 63));
-      const Mat l = random_strict_lower(c, 0.5, seed, 0.8);
-      const double tol = bound(c, k.u, series_growth(l));
-      ASSERT_LT(tol, 0.3) << "the bound must be able to fail";
-      EXPECT_LT(rel(with(k.method).invert(l, false).inv, unit_lower_inverse(l.unaryExpr(k.round))), tol)
-          << k.method << " C=" << c;
-    }
+  expect_within_series_bound({{"horner", kUFP32, fp32}, {"horner:precision=tf32", kUTF32, fp32},
+                              {"horner:precision=bf16", kUBF16, bf16}});
 }
 
 TEST(Horner, ExactOnTheKnownInverseAtEveryChunk) {
-  for (int c = 2; c <= 64; ++c)
-    for (const char* m : {"horner", "horner:precision=tf32", "horner:precision=bf16"})
-      EXPECT_TRUE(with(m).invert(ones_inverse_case(c), false).inv == all_ones_lower(c)) << m << " C=" << c;
+  expect_exact_on_known_inverse({"horner", "horner:precision=tf32", "horner:precision=bf16"});
 }
 
 TEST(Horner, SurvivesWhereDoublingAndPatersonStockmeyerDoNot) {
