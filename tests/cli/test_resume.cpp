@@ -251,7 +251,13 @@ TEST(Resume, ARecordCutShortByTheKillIsDropped) {
   std::vector<std::string> ref = kRun;
   ref.back() = "ref.json";
   ASSERT_EQ(sh(dir, joined(ref)).status, 0);
-  Child run(kRun, dir, "first");
+  // Batches of 50 save a block of samples each (50 x 3 entries x 14 metrics
+  // x 8 bytes), so the file passes 20000 bytes with blocks in it early in
+  // the first configuration, on a fast machine as on a slow one; without
+  // them only the configurations' records are saved, under 20000 bytes.
+  std::vector<std::string> args = kRun;
+  args.insert(args.end(), {"--batch", "50"});
+  Child run(args, dir, "first");
   const std::string ckpt = dir + "/r.json.ckpt";
   ASSERT_TRUE(wait_for_progress(run, ckpt, 20000)) << run.err();
   run.signal(SIGKILL);
