@@ -66,7 +66,6 @@ Samples samples_of(const Array& keys, const Array& g, const Array& beta, const p
   }
   Samples s;
   s.set = make_tensor_set(std::move(m), "arrays");
-  require_per_token_gates(s.set);
   s.chunk = s.set.token_layout ? (chunk > 0 ? chunk : 16) : s.set.chunk;
   if (s.set.token_layout && (s.chunk < 2 || s.chunk > 64))
     throw UsageError("chunk = " + std::to_string(s.chunk) + " is not in 2..64");
@@ -109,8 +108,16 @@ py::dict outputs_dict(const std::vector<PathOutput>& out, const std::vector<Gold
   py::dict d;
   d["L"] = stack(ls, c);
   d["INV"] = stack(invs, c);
-  if (decay.size() == n * c) d["decay"] = array_of(decay, {static_cast<py::ssize_t>(n), c});
-  if (inv_decay.size() == n * c) d["inv_decay"] = array_of(inv_decay, {static_cast<py::ssize_t>(n), c});
+  // [N, C], or [N, C, d] for per-channel gates.
+  const auto shape = [&](size_t size) -> std::vector<py::ssize_t> {
+    const auto nn = static_cast<py::ssize_t>(n);
+    if (n == 0 || size % (n * c) != 0) return {};
+    const auto w = static_cast<py::ssize_t>(size / (n * c));
+    return w == 1 ? std::vector<py::ssize_t>{nn, c} : std::vector<py::ssize_t>{nn, c, w};
+  };
+  if (const auto sh = shape(decay.size()); !decay.empty() && !sh.empty()) d["decay"] = array_of(decay, sh);
+  if (const auto sh = shape(inv_decay.size()); !inv_decay.empty() && !sh.empty())
+    d["inv_decay"] = array_of(inv_decay, sh);
   d["metrics"] = metric_dict(set, values, n);
   return d;
 }
@@ -220,7 +227,8 @@ py::dict chunked(const Array& keys, const Array& g, const Array& beta, const py:
   }
   py::dict d;
   d["keys"] = array_of(k, {n, s.chunk, s.set.dim});
-  d["g"] = array_of(gg, {n, s.chunk});
+  const bool per_channel = !s.samples.empty() && s.samples[0].gating == Gating::kChannel;
+  d["g"] = per_channel ? array_of(gg, {n, s.chunk, s.set.dim}) : array_of(gg, {n, s.chunk});
   d["beta"] = array_of(b, {n, s.chunk});
   d["chunks"] = array_of(where, {n, 4});
   return d;

@@ -203,10 +203,26 @@ def test_bad_inputs_are_value_errors_naming_the_culprit():
         chunkinv.gold(keys, np.array([[-1.0, -1.0, 0.5, -1.0]]), beta)
     with pytest.raises(ValueError, match="unknown path"):
         chunkinv.inverse(keys, -np.ones((1, 4)), beta, path="emulatd")
+    with pytest.raises(ValueError, match=r"arrays\[beta\]"):
+        chunkinv.gold(keys, -np.ones((1, 4)), np.full((1, 4), 1.5))
+
+
+def test_per_channel_gates_give_the_per_channel_gold():
+    rng = np.random.default_rng(3)
+    keys = rng.integers(-4, 5, size=(1, 4, 8)) / 8.0  # exact in BF16: nothing rounded on the way in
+    beta = np.full((1, 4), 0.5)
     gc = -np.ones((1, 4, 8))
-    gc[0, 1, 5] = -2
-    with pytest.raises(ValueError, match="per-channel gates are not supported yet"):
-        chunkinv.gold(keys, gc, beta)
+    # Channels that agree are one gate per token.
+    assert np.array_equal(chunkinv.gold(keys, gc, beta)["L"], chunkinv.gold(keys, -np.ones((1, 4)), beta)["L"])
+    gc[0, 1, 5] = -2.0
+    got = chunkinv.gold(keys, gc, beta)["L"][0]
+    G = np.cumsum(gc[0], axis=0)
+    want = np.zeros((4, 4))
+    for i in range(4):
+        for j in range(i):
+            want[i, j] = 0.5 * np.sum(keys[0, i] * keys[0, j] * np.exp(np.minimum(G[i] - G[j], 0.0)))
+    assert np.allclose(got, want, rtol=1e-12, atol=0)
+    assert not np.allclose(got, chunkinv.gold(keys, -np.ones((1, 4)), beta)["L"][0])
 
 
 def test_aggregate_is_the_reports():

@@ -317,8 +317,17 @@ void inspect(const InspectArgs& a) {
   const auto floor = cfg.params.find("decay_floor");
   const WitnessSummary structure = summarise_witness(
       sample, floor != cfg.params.end() && floor->is_number() ? std::optional<double>(floor->get<double>()) : std::nullopt);
-  std::vector<double> big_g(sample.chunk);
-  for (int t = 0; t < sample.chunk; ++t) big_g[t] = (t ? big_g[t - 1] : 0.0) + sample.g[t];
+  // G cumulated per channel (one column for per-token gates), C x gate_width.
+  const int gw = sample.gate_width();
+  Mat g_mat(sample.chunk, gw), big_g(sample.chunk, gw);
+  for (int t = 0; t < sample.chunk; ++t)
+    for (int c = 0; c < gw; ++c) {
+      g_mat(t, c) = sample.gate(t, c);
+      big_g(t, c) = (t ? big_g(t - 1, c) : 0.0) + g_mat(t, c);
+    }
+  auto column_or_matrix_json = [&](const Mat& m) {
+    return gw == 1 ? vec_json(std::vector<double>(m.data(), m.data() + m.size())) : mat_json(m);
+  };
 
   if (a.format == "json") {
     json j;
@@ -327,8 +336,8 @@ void inspect(const InspectArgs& a) {
                  {"norms", vec_json(ks.norms)},
                  {"cosine_min", {{"value", json_number(ks.cos_min)}, {"rows", {ks.min_i, ks.min_j}}}},
                  {"cosine_max", {{"value", json_number(ks.cos_max)}, {"rows", {ks.max_i, ks.max_j}}}}};
-    j["g"] = vec_json(sample.g);
-    j["G"] = vec_json(big_g);
+    j["g"] = column_or_matrix_json(g_mat);  // [C], or [C][d] for per-channel gates
+    j["G"] = column_or_matrix_json(big_g);
     j["beta"] = vec_json(sample.beta);
     j["structure"] = witness_summary_json(structure);
     j["gold"] = {{"L", mat_json(gold.L)}, {"INV", mat_json(gold.inv)}};
@@ -362,7 +371,12 @@ void inspect(const InspectArgs& a) {
   if (ks.min_i >= 0)
     o += fmt::format("  pairwise cosine: min {} (rows {}, {}), max {} (rows {}, {})\n", num(ks.cos_min), ks.min_i,
                      ks.min_j, num(ks.cos_max), ks.max_i, ks.max_j);
-  o += fmt::format("g:    {}\nG:    {}\nbeta: {}\n", vec_text(sample.g), vec_text(big_g), vec_text(sample.beta));
+  if (gw == 1)
+    o += fmt::format("g:    {}\nG:    {}\nbeta: {}\n", vec_text(sample.g),
+                     vec_text(std::vector<double>(big_g.data(), big_g.data() + big_g.size())), vec_text(sample.beta));
+  else
+    o += "g (per channel, C x d):\n" + mat_text(g_mat, "  ") + "G (per channel):\n" + mat_text(big_g, "  ") +
+         fmt::format("beta: {}\n", vec_text(sample.beta));
   o += witness_summary_text(structure);
   o += "\ngold (FP64)\n  L:\n" + mat_text(gold.L, "  ") + "  INV = (I + L)^-1:\n" + mat_text(gold.inv, "  ");
   std::string last_path;

@@ -72,7 +72,9 @@ BatchTiming run_by_shape(std::span<const Sample> samples, RunGroup&& run_group) 
   size_t i = 0;
   while (i < samples.size()) {
     size_t j = i + 1;
-    while (j < samples.size() && samples[j].chunk == samples[i].chunk && samples[j].dim == samples[i].dim) ++j;
+    while (j < samples.size() && samples[j].chunk == samples[i].chunk && samples[j].dim == samples[i].dim &&
+           samples[j].gating == samples[i].gating)
+      ++j;
     total += run_group(i, j - i);
     i = j;
   }

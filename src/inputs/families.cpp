@@ -49,14 +49,37 @@ void require_negative(const Configuration& c, const char* name) {
     throw UsageError(fmt::format("axis {} = {} must be a finite number < 0", name, c.params[name].dump()));
 }
 
-Sample blank(const Configuration& c) {
+Gating gating_of(const Configuration& c) {
+  return c.params.value("gating", nlohmann::json()) == "channel" ? Gating::kChannel : Gating::kToken;
+}
+
+Sample blank(const Configuration& c, Gating gating = Gating::kToken) {
   Sample s;
   s.chunk = c.chunk;
   s.dim = c.dim;
+  s.gating = gating;
   s.keys.resize(static_cast<size_t>(c.chunk) * c.dim);
-  s.g.resize(c.chunk);
+  s.g.resize(static_cast<size_t>(c.chunk) * s.gate_width());
   s.beta.resize(c.chunk);
   return s;
+}
+
+// The `gating` axis of the families that draw their own gates: "token" (the
+// default, left out of the axes so that reports and baselines of per-token
+// runs read as before) or "channel".
+const FamilyParam kGatingParam{
+    "gating", nullptr,
+    "token (one log-decay per token; the default, omitted from the axes) or channel (one per token and "
+    "channel, drawn independently from the same law; Kimi Delta Attention's gate)"};
+
+void complete_gating(Configuration& c) {
+  if (auto it = c.params.find("gating"); it != c.params.end() && (it->is_null() || *it == "token"))
+    c.params.erase(it);
+}
+
+void validate_gating(const Configuration& c) {
+  if (auto it = c.params.find("gating"); it != c.params.end() && *it != "channel")
+    throw UsageError(fmt::format("axis gating = {} must be \"token\" or \"channel\"", it->dump()));
 }
 
 void random_keys(Sample& s, uint64_t seed, uint64_t index) {
@@ -73,13 +96,15 @@ void random_beta(Sample& s, uint64_t seed, uint64_t index) {
 class DecayFloorFamily : public Family {
  public:
   explicit DecayFloorFamily(std::string floor_help) : floor_help_(std::move(floor_help)) {}
-  std::vector<FamilyParam> params() const override { return {{"decay_floor", -5.0, floor_help_}}; }
+  std::vector<FamilyParam> params() const override { return {{"decay_floor", -5.0, floor_help_}, kGatingParam}; }
+  void complete(Configuration& c) const override { complete_gating(c); }
   void validate(const Configuration& c) const override {
     Family::validate(c);
     require_negative(c, "decay_floor");
+    validate_gating(c);
   }
   Sample make(const Configuration& c, uint64_t seed, uint64_t index) const override {
-    Sample s = blank(c);
+    Sample s = blank(c, gating_of(c));
     random_keys(s, seed, index);
     gates(s, param(c, "decay_floor"), seed, index);
     random_beta(s, seed, index);
@@ -98,7 +123,8 @@ class FloorFamily : public DecayFloorFamily {
   FloorFamily() : DecayFloorFamily("the constant log-decay of every token (< 0)") {}
   std::string name() const override { return "floor"; }
   std::string description() const override {
-    return "random normalised keys; every g_t = decay_floor; beta = sigmoid(N(0,1))";
+    return "random normalised keys; every g_t = decay_floor (per channel too with gating=channel); "
+           "beta = sigmoid(N(0,1))";
   }
 
  protected:
@@ -137,13 +163,19 @@ class ModelLikeFamily : public DecayFloorFamily {
   ModelLikeFamily() : DecayFloorFamily("the gate's lower bound (< 0)") {}
   std::string name() const override { return "model_like"; }
   std::string description() const override {
-    return "random normalised keys; g_t = decay_floor * sigmoid(N(0,1)) (the K3 safe gate); beta = sigmoid(N(0,1))";
+    return "random normalised keys; g_t = decay_floor * sigmoid(N(0,1)) (the K3 safe gate; one per token and "
+           "channel with gating=channel); beta = sigmoid(N(0,1))";
   }
 
  protected:
   void gates(Sample& s, double floor, uint64_t seed, uint64_t index) const override {
-    const Rng gate(seed, index, Stream::kGate);
-    for (int t = 0; t < s.chunk; ++t) s.g[t] = floor * detmath::sigmoid(gate.normal(t));
+    if (s.gating == Gating::kToken) {
+      const Rng gate(seed, index, Stream::kGate);
+      for (int t = 0; t < s.chunk; ++t) s.g[t] = floor * detmath::sigmoid(gate.normal(t));
+    } else {  // gate (t, c) is normal t * d + c of its own stream
+      const Rng gate(seed, index, Stream::kChannelGate);
+      for (size_t e = 0; e < s.g.size(); ++e) s.g[e] = floor * detmath::sigmoid(gate.normal(e));
+    }
   }
 };
 

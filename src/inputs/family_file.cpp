@@ -88,7 +88,6 @@ class FileFamily : public Family {
     if ((!set->token_layout && c.chunk != set->chunk) || c.dim != set->dim)
       throw UsageError(fmt::format("family file: inputs {} hold C = {}, d = {}, not the configuration's C = {}, d = {}",
                                    set->source, set->chunk, set->dim, c.chunk, c.dim));
-    require_per_token_gates(*set);
     const auto chunks = cached_chunks(set->source, c.chunk, file_family_tail(c));
     if (chunks->empty())
       throw UsageError(fmt::format("family file: inputs {} hold no whole chunk of {} tokens (tail=drop; tail=pad keeps "

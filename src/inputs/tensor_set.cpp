@@ -260,19 +260,6 @@ TensorSet make_tensor_set(TensorMap tensors, const std::string& name) {
   }
 }
 
-void require_per_token_gates(const TensorSet& s) {
-  if (s.g_channels == 1 || s.g_channels_equal) return;
-  const std::vector<int64_t> shape = s.token_layout ? std::vector<int64_t>{s.batch, s.tokens, s.heads, s.dim}
-                                                    : std::vector<int64_t>{s.batch, s.tokens, s.dim};
-  size_t i = 0;
-  while (i < s.g.size() && s.g[i] == s.g[i - i % s.g_channels]) ++i;
-  throw UsageError(fmt::format(
-      "inputs {}: per-channel gates are not supported yet: entry {} = {} differs from channel 0 ({}); every path "
-      "takes one gate per token ({})",
-      s.g_where, index_string(shape, i), fmt_value(s.g[i]), fmt_value(s.g[i - i % s.g_channels]),
-      s.token_layout ? "g [B, T, H]" : "g [N, C]"));
-}
-
 Sample TensorSet::sample(uint64_t index) const {
   if (token_layout)
     throw UsageError(fmt::format("inputs {}: keys [B, T, H, K] are cut into chunks at a chunk size first", source));
@@ -312,17 +299,19 @@ std::vector<TokenChunk> chunk_tokens(const TensorSet& s, int chunk, Tail tail) {
 }
 
 Sample chunk_sample(const TensorSet& s, const TokenChunk& c, int chunk) {
-  require_per_token_gates(s);
   Sample out;
   out.chunk = chunk;
   out.dim = s.dim;
+  // Per-channel gates whose channels all agree are per-token gates written per channel.
+  out.gating = s.g_channels == 1 || s.g_channels_equal ? Gating::kToken : Gating::kChannel;
+  const int w = out.gate_width();
   out.keys.assign(static_cast<size_t>(chunk) * s.dim, 0.0);
-  out.g.assign(chunk, 0.0);  // padding: a decay of 1, zero keys, beta 0
+  out.g.assign(static_cast<size_t>(chunk) * w, 0.0);  // padding: a decay of 1, zero keys, beta 0
   out.beta.assign(chunk, 0.0);
   for (int r = 0; r < c.valid; ++r) {
     const size_t t = s.token_index(c.row, c.first + r, c.head);
     std::copy_n(s.keys.begin() + t * s.dim, s.dim, out.keys.begin() + static_cast<size_t>(r) * s.dim);
-    out.g[r] = s.g[t * s.g_channels];
+    std::copy_n(s.g.begin() + t * s.g_channels, w, out.g.begin() + static_cast<size_t>(r) * w);
     out.beta[r] = s.beta[t];
   }
   return out;
@@ -418,11 +407,14 @@ void write_tensor_set(const std::string& path, std::span<const Sample> samples, 
   const auto n = static_cast<int64_t>(samples.size());
   TensorMap m;
   m["keys"] = {keys_dtype, {n, c, d}, {}};
-  m["g"] = {value_dtype, {n, c}, {}};
+  const Gating gating = samples[0].gating;
+  m["g"] = {value_dtype, gating == Gating::kToken ? std::vector<int64_t>{n, c} : std::vector<int64_t>{n, c, d}, {}};
   m["beta"] = {value_dtype, {n, c}, {}};
   for (const Sample& s : samples) {
-    if (s.chunk != c || s.dim != d)
-      throw UsageError(fmt::format("{}: samples of different shapes (C={}, d={} and C={}, d={})", path, c, d, s.chunk, s.dim));
+    if (s.chunk != c || s.dim != d || s.gating != gating)
+      throw UsageError(fmt::format("{}: samples of different shapes (C={}, d={}{} and C={}, d={}{})", path, c, d,
+                                   gating == Gating::kToken ? "" : ", per-channel gates", s.chunk, s.dim,
+                                   s.gating == Gating::kToken ? "" : ", per-channel gates"));
     auto& kv = m["keys"].values;
     if (keys_dtype == DType::kU16 || keys_dtype == DType::kI16) {  // BF16 bit patterns
       for (double x : s.keys) {

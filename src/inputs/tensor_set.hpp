@@ -51,8 +51,7 @@ struct TensorSet {
   }
   // The per-token gate of (row, token, head): channel 0 of a per-channel g.
   double gate(int64_t row, int64_t token, int head) const { return g[token_index(row, token, head) * g_channels]; }
-  // Chunks layout: sample `index` (throws UsageError if index >= count or
-  // the gates are per channel and differ).
+  // Chunks layout: sample `index` (throws UsageError if index >= count).
   Sample sample(uint64_t index) const;
 };
 
@@ -71,10 +70,6 @@ TensorSet parse_tensor_set(std::string_view bytes, const std::string& name);
 // cu_seqlens; `k` for keys), `name` naming them in error messages (the
 // Python package hands NumPy arrays over this way).
 TensorSet make_tensor_set(TensorMap tensors, const std::string& name);
-
-// Throws UsageError (one line) when the set's gates are per channel with
-// channels that differ: every path takes per-token gates today.
-void require_per_token_gates(const TensorSet& set);
 
 // --- chunking ------------------------------------------------------------------
 // What becomes of the last chunk of a sequence when it holds fewer than C
@@ -95,7 +90,8 @@ struct TokenChunk {
 std::vector<TokenChunk> chunk_tokens(const TensorSet& set, int chunk, Tail tail);
 // The sample of one chunk. Padding rows have zero keys, g = 0 and beta = 0:
 // their rows and columns of L are zero on every path (and of the gold
-// inverse those of the identity). UsageError for differing per-channel gates.
+// inverse those of the identity). Per-channel gates make a sample with
+// per-channel gating unless every token's channels agree (then one per token).
 Sample chunk_sample(const TensorSet& set, const TokenChunk& c, int chunk);
 
 // --- a candidate's matrices (chunkinv score) -------------------------------------

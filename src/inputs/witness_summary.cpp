@@ -14,7 +14,27 @@ std::string g3(double x) { return fmt::format("{:.3g}", x); }
 
 }  // namespace
 
-WitnessSummary summarise_witness(const Sample& s, std::optional<double> bound) {
+namespace {
+
+// Per-channel gates read per token: each token's mean over the channels
+// (the summary describes the sample; the paths use every channel).
+Sample per_token_view(const Sample& s) {
+  Sample t = s;
+  t.gating = Gating::kToken;
+  t.g.assign(s.chunk, 0.0);
+  for (int r = 0; r < s.chunk; ++r) {
+    double sum = 0.0;
+    for (int c = 0; c < s.dim; ++c) sum += s.gate(r, c);
+    t.g[r] = sum / s.dim;
+  }
+  return t;
+}
+
+}  // namespace
+
+WitnessSummary summarise_witness(const Sample& sample, std::optional<double> bound) {
+  if (sample.gating != Gating::kToken) return summarise_witness(per_token_view(sample), bound);
+  const Sample& s = sample;
   WitnessSummary w;
   w.bound = bound;
   const int C = s.chunk;

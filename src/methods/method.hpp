@@ -32,6 +32,12 @@ struct MethodParam {
 // Every parameter's value (defaults filled in), by name.
 using MethodOptions = std::map<std::string, std::string>;
 
+// The L a kernel-arithmetic path (emulated, kernel) hands the method: FlashKDA
+// v1 rounds the mma's FP32 result to FP16 and multiplies by fp16(beta) in
+// FP16; v2 keeps it in FP32 and multiplies by beta in FP32 (SPEC §2).
+// Every other path forms one L whatever the method.
+enum class LStorage { kFp16, kFp32 };
+
 struct MethodSpec {
   std::string_view name;        // the method's name on the `method` axis
   std::string_view arithmetic;  // in words, for the report's meta
@@ -46,6 +52,7 @@ struct MethodSpec {
   // The FP64 triangular solve of the gold: no rounding anywhere.
   bool exact = false;
   std::span<const MethodParam> params = {};
+  LStorage l_storage = LStorage::kFp16;
 };
 
 // A method as the axis names it: its spec and its parameters' values.

@@ -96,7 +96,9 @@ class CpuPath : public Path {
                         ThreadPool& pool, bool keep_intermediates) override;
 
  protected:
-  virtual LForm form_l(const Sample& s, const GoldOutput& gold) const = 0;
+  // L as the path forms it for methods that take `storage` (paths that form
+  // one L whatever the method ignore it).
+  virtual LForm form_l(const Sample& s, const GoldOutput& gold, LStorage storage) const = 0;
   // The path's L is the gold L: the run on it is the run on the gold L.
   virtual bool forms_gold_l() const { return false; }
 };

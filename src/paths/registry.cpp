@@ -1,5 +1,6 @@
 // The path registry: one line per path, and what every path shares.
 #include <chrono>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -117,8 +118,12 @@ BatchTiming CpuPath::run_batch(const Batch& in, std::span<const Method* const> m
   const auto t0 = std::chrono::steady_clock::now();
   const size_t n = in.samples.size();
   pool.parallel_for(n, [&](size_t i) {
-    const LForm l = form_l(in.samples[i], in.gold[i]);
+    std::optional<LForm> forms[2];  // by LStorage, formed when a method first asks
     for (size_t m = 0; m < methods.size(); ++m) {
+      const LStorage storage = methods[m]->spec->l_storage;
+      std::optional<LForm>& f = forms[static_cast<int>(storage)];
+      if (!f) f = form_l(in.samples[i], in.gold[i], storage);
+      const LForm& l = *f;
       PathOutput& o = out[m * n + i];
       o.l = l;
       o.on_path_l = methods[m]->invert(l.L, keep);

@@ -99,7 +99,7 @@ TEST(Spec, UnknownKeysAndAxesNoFamilyOfTheGridTakesAreErrors) {
   // log_decay is an axis, but not model_like's: silently ignored before.
   EXPECT_HAS(config_error(R"({"experiments": [{"family": "model_like", "log_decay": -0.1}]})"),
              "config c.json: experiments[0]: axis log_decay is taken by no family of this grid (model_like takes "
-             "decay_floor); it is an axis of weak_decay_correlated");
+             "decay_floor, gating); it is an axis of weak_decay_correlated");
   EXPECT_HAS(config_error(R"({"experiments": [{"family": "flor"}]})"),
              "experiments[0]: unknown family \"flor\" (did you mean \"floor\"?)");
   // Taken by one family of the grid: dropped for the others, as documented.
@@ -209,7 +209,7 @@ TEST(Spec, ARunNeedsAConfigurationAndItsAxesMustBeTaken) {
   EXPECT_HAS(usage_error([] { expand(ExperimentSpec{}); }),
              "nothing to run: give a config file, axes (-a name=value) or --inputs");
   EXPECT_HAS(axes_error({"log_decay=-0.1"}),
-             "axis log_decay (-a) is taken by no family of this run (floor takes decay_floor); it is an axis of "
+             "axis log_decay (-a) is taken by no family of this run (floor takes decay_floor, gating); it is an axis of "
              "weak_decay_correlated");
   EXPECT_HAS(axes_error({"family=model_like", "beta=0.5"}), "axis beta (-a) is taken by no family of this run");
   // -a replaces the axis in every grid; some grid's family takes it: fine.

@@ -154,7 +154,7 @@ TEST(TokenLayout, ZeroGatesOfEitherSignAreADecayOfOne) {
   EXPECT_EQ(load_tensor_set(f).sample(0).g[4], 0.0);
 }
 
-TEST(TokenLayout, PerChannelGatesAreKeptAndRefusedUnlessTheirChannelsAgree) {
+TEST(TokenLayout, PerChannelGatesAreKeptAndPerTokenWhereTheirChannelsAgree) {
   TensorMap m = token_set(1, 20, 2, 8, /*per_channel=*/true);
   const std::string f = temp_dir() + "/pc.npz";
   write_npz(f, m);
@@ -163,19 +163,39 @@ TEST(TokenLayout, PerChannelGatesAreKeptAndRefusedUnlessTheirChannelsAgree) {
   EXPECT_TRUE(equal.g_channels_equal);
   EXPECT_EQ(equal.g.size(), 20u * 2 * 8);  // kept as given
   const Sample x = chunk_sample(equal, chunk_tokens(equal, 16, Tail::kPad)[1], 16);
+  EXPECT_EQ(x.gating, Gating::kToken);
+  ASSERT_EQ(x.g.size(), 16u);
   EXPECT_EQ(x.g[0], static_cast<double>(static_cast<float>(m["g"].values[(0 * 2 + 1) * 8])));
   m["g"].values[(5 * 2 + 1) * 8 + 3] = -2.5;  // token 5, head 1, channel 3
   write_npz(f, m);
   const TensorSet differ = load_tensor_set(f);
   EXPECT_FALSE(differ.g_channels_equal);
-  EXPECT_TRUE(usage_error([&] { require_per_token_gates(differ); },
-                          {f + "[g]: per-channel gates are not supported yet: entry [0, 5, 1, 3] = -2.5 differs from channel 0"}));
+  // Channels that differ anywhere in the set: every chunk is per channel.
+  const Sample y = chunk_sample(differ, chunk_tokens(differ, 16, Tail::kPad)[1], 16);
+  EXPECT_EQ(y.gating, Gating::kChannel);
+  ASSERT_EQ(y.g.size(), 16u * 8);
+  EXPECT_EQ(y.g[5 * 8 + 3], -2.5);
+  EXPECT_EQ(y.g[5 * 8 + 2], x.g[5]);
+  const Sample tail = chunk_sample(differ, chunk_tokens(differ, 16, Tail::kPad)[3], 16);  // tokens 16..19
+  EXPECT_EQ(tail.gating, Gating::kChannel);
+  EXPECT_EQ(tail.g[4 * 8], 0.0) << "padding rows: a decay of 1 on every channel";
+  EXPECT_EQ(tail.g[15 * 8 + 7], 0.0);
+  // Channel 3 of token 5 decays faster: the gold of that chunk moves from row 5 on
+  // (the per-channel sum rounds in another order: equal to 1e-15 before it).
+  const GoldOutput gx = compute_gold(x), gy = compute_gold(y);
+  EXPECT_TRUE(gx.L.topRows(5).isApprox(gy.L.topRows(5), 1e-15));
+  EXPECT_GT(std::abs(gx.L(6, 2) - gy.L(6, 2)), 1e-6 * std::abs(gx.L(6, 2)));
   Configuration c;
   c.family = "file";
   c.params = {{"inputs", f}, {"tail", "pad"}};
   const Family& fam = find_family("file");
   fam.complete(c);
-  EXPECT_TRUE(usage_error([&] { fam.validate(c); }, {"per-channel gates are not supported yet"}));
+  EXPECT_NO_THROW(fam.validate(c));
+  // Written back, a per-channel sample keeps its shape.
+  write_tensor_set(f + ".again.npz", std::vector<Sample>{y});
+  const Sample z = load_tensor_set(f + ".again.npz").sample(0);
+  EXPECT_EQ(z.gating, Gating::kChannel);
+  EXPECT_EQ(z.g, y.g);
 }
 
 TEST(TokenLayout, MalformedLayoutsNameTheCulprit) {

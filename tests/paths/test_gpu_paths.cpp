@@ -131,6 +131,39 @@ TEST(GpuKernelPath, BitIdenticalToEmulated) {
   EXPECT_EQ(all_diff, 0u);
 }
 
+// Per-channel gates (SPEC §1): each lane walks its channels' G2 in token
+// order; decays, L and INV must equal the CPU model's per element.
+TEST(GpuKernelPath, PerChannelGatesBitIdenticalToEmulated) {
+  CHUNKINV_REQUIRE_GPU();
+  ThreadPool pool(0);
+  auto emulated = path_named("emulated");
+  size_t all_diff = 0;
+  for (const char* family : {"floor", "model_like"}) {
+    for (int dim : {64, 128}) {
+      for (int chunk : {8, 16, 17, 32, 48, 64}) {
+        Configuration c = config(family, chunk, dim);
+        c.params["gating"] = "channel";
+        const std::vector<Sample> samples = make_samples(c, chunk == 64 ? 16 : 32);
+        ASSERT_EQ(samples[0].gating, Gating::kChannel);
+        const std::vector<GoldOutput> gold = gold_of(samples, pool);
+        const auto e = run_path(*emulated, samples, gold, pool);
+        for_each_variant([&](int v, Path& kernel) {
+          const auto k = run_path(kernel, samples, gold, pool);
+          Diff d;
+          compare_outputs(k, e, d, "kernel", "emulated");
+          std::printf("kernel v%d vs emulated %-10s gating=channel d=%-3d C=%-2d: differing decays %zu/%zu, L %zu/%zu, "
+                      "INV %zu/%zu, stable INV %zu/%zu, powers/max %zu\n",
+                      v, family, dim, chunk, d.decay, d.decay_n, d.l, d.l_n, d.inv, d.inv_n, d.stable_inv,
+                      d.stable_n, d.scalars);
+          EXPECT_EQ(d.decay_n, size_t(2) * samples.size() * chunk * dim) << "decays per element";
+          all_diff += d.total();
+        });
+      }
+    }
+  }
+  EXPECT_EQ(all_diff, 0u);
+}
+
 // More samples of model_like, where a 25-bit alignment to the true exponent
 // and to the nominal one (docs/paths-compared.md) give different stable-INV
 // elements: with 1000 samples (seed 7) they differ in 2 elements at C = 16
@@ -302,4 +335,53 @@ TEST(GpuCublasPath, AgreesWithGoldAndKernel) {
     // exp2f is within 2 ulp of exp2, so the BF16 decays nearly always agree.
     EXPECT_GE(double(decay_same), 0.99 * double(decay_n));
   }
+}
+
+// The cublas path with per-channel gates: decays per element as SPEC §2
+// defines them (G per channel in FP64), L near the gold, and per-token gates
+// written per channel (floor) give the per-token run's bits.
+TEST(GpuCublasPath, PerChannelGates) {
+  CHUNKINV_REQUIRE_GPU();
+  ThreadPool pool(0);
+  auto cublas = path_named("cublas");
+  for (int chunk : {16, 32}) {
+    Configuration c = config("model_like", chunk, 64);
+    c.params["gating"] = "channel";
+    const std::vector<Sample> samples = make_samples(c, 32, 5);
+    const std::vector<GoldOutput> gold = gold_of(samples, pool);
+    const auto cb = run_path(*cublas, samples, gold, pool);
+    size_t same = 0, n = 0;
+    double l_err_max = 0;
+    for (size_t s = 0; s < samples.size(); ++s) {
+      ASSERT_EQ(cb[s].l.decay.size(), size_t(chunk) * 64);
+      for (int k = 0; k < 64; ++k) {
+        double G = 0;
+        for (int r = 0; r < chunk; ++r) {
+          G += samples[s].gate(r, k);
+          const float x = float(G * 1.4426950408889634);
+          n += 2;
+          same += same_bf16(cb[s].l.decay[size_t(r) * 64 + k], exp2_ftz_bf16_reference(x));
+          same += same_bf16(cb[s].l.inv_decay[size_t(r) * 64 + k], exp2_ftz_bf16_reference(-x));
+        }
+      }
+      const Mat& l = cb[s].l.L;
+      if (l.allFinite())
+        l_err_max = std::max(l_err_max, std::sqrt((l - gold[s].L).squaredNorm() / (gold[s].L.squaredNorm() + 1e-300)));
+    }
+    std::printf("cublas model_like gating=channel C=%d: decays equal to bf16(RN exp2) %zu/%zu; L rel error max %.3g\n",
+                chunk, same, n, l_err_max);
+    EXPECT_EQ(same, n);
+    EXPECT_LT(l_err_max, 3e-2);
+  }
+  Configuration tc = config("floor", 16, 64), cc = tc;
+  cc.params["gating"] = "channel";
+  const auto ts = make_samples(tc, 16, 5), cs = make_samples(cc, 16, 5);
+  const auto tg = gold_of(ts, pool), cg = gold_of(cs, pool);
+  const auto a = run_path(*cublas, ts, tg, pool), b = run_path(*cublas, cs, cg, pool);
+  Diff d;
+  for (size_t s = 0; s < ts.size(); ++s) {
+    compare_matrix("L", int(s), a[s].l.L, b[s].l.L, d.l, d.l_n, d, "token", "channel");
+    compare_matrix("INV", int(s), a[s].on_path_l.inv, b[s].on_path_l.inv, d.inv, d.inv_n, d, "token", "channel");
+  }
+  EXPECT_EQ(d.total(), 0u);
 }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -47,12 +48,12 @@ __global__ void decays_kernel(const float* x, uint16_t* decay, uint16_t* inv_dec
 
 // kd = fp32(bf16(k * decay)), ki = fp32(bf16(k * inv_decay)): the SGEMM's inputs.
 __global__ void scale_keys_kernel(const uint16_t* keys, const uint16_t* decay, const uint16_t* inv_decay,
-                                  float* kd, float* ki, int dim, size_t n) {
+                                  float* kd, float* ki, int dim, bool per_channel, size_t n) {
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const size_t row = i / dim;
-  kd[i] = ptx::bf16_to_f32(ptx::mul_rn_bf16(keys[i], decay[row]));
-  ki[i] = ptx::bf16_to_f32(ptx::mul_rn_bf16(keys[i], inv_decay[row]));
+  const size_t e = per_channel ? i : i / dim;  // decays are laid out like the keys, or one per row
+  kd[i] = ptx::bf16_to_f32(ptx::mul_rn_bf16(keys[i], decay[e]));
+  ki[i] = ptx::bf16_to_f32(ptx::mul_rn_bf16(keys[i], inv_decay[e]));
 }
 
 // L_ij = fp16(fp16(S_ij) * fp16(beta_i)) for j < i, else 0.
@@ -132,9 +133,11 @@ class CublasPath final : public Path {
     const bool stable = !gold.empty();
     const int mats = stable ? 2 * n : n;
     const size_t csq = size_t(C) * C, cd = size_t(C) * d;
+    const int gw = samples[0].gate_width();
+    const size_t cg = size_t(C) * gw;  // gates (and decays) per sample
 
     uint16_t* h_keys = h_keys_.get(n * cd);
-    float* h_x = h_x_.get(size_t(n) * C);
+    float* h_x = h_x_.get(size_t(n) * cg);
     uint16_t* h_beta = h_beta_.get(size_t(n) * C);
     uint16_t* h_gold = stable ? h_gold_.get(n * csq) : nullptr;
     constexpr size_t kBlock = 64;
@@ -143,12 +146,16 @@ class CublasPath final : public Path {
       for (size_t s = b * kBlock; s < std::min(size_t(n), (b + 1) * kBlock); ++s) {
         const Sample& x = samples[s];
         for (size_t e = 0; e < cd; ++e) h_keys[s * cd + e] = exact_bf16_bits(x.keys[e]);
-        double G = 0.0;
-        for (int r = 0; r < C; ++r) {
-          G += x.g[r];
-          h_x[s * C + r] = static_cast<float>(G * kLog2e);  // fp32(x), x = G log2 e in FP64
-          h_beta[s * C + r] = fp16_bits_rn(x.beta[r]);
+        if (x.gate_width() != gw || x.g.size() != cg)
+          throw std::logic_error("path cublas: samples of one batch differ in gating");
+        for (int k = 0; k < gw; ++k) {  // G per channel (one for per-token gates) in FP64
+          double G = 0.0;
+          for (int r = 0; r < C; ++r) {
+            G += x.g[size_t(r) * gw + k];
+            h_x[s * cg + size_t(r) * gw + k] = static_cast<float>(G * kLog2e);  // fp32(x), x = G log2 e in FP64
+          }
         }
+        for (int r = 0; r < C; ++r) h_beta[s * C + r] = fp16_bits_rn(x.beta[r]);
         if (stable)
           for (int r = 0; r < C; ++r)
             for (int c = 0; c < C; ++c) h_gold[s * csq + r * C + c] = fp16_bits_rn(gold[s].L(r, c));
@@ -157,10 +164,10 @@ class CublasPath final : public Path {
     const double pack_ms = wall_ms_since(t0);
 
     uint16_t* keys = d_keys_.get(n * cd);
-    float* x = d_x_.get(size_t(n) * C);
+    float* x = d_x_.get(size_t(n) * cg);
     uint16_t* beta = d_beta_.get(size_t(n) * C);
-    uint16_t* decay = d_decay_.get(size_t(n) * C);
-    uint16_t* inv_decay = d_inv_decay_.get(size_t(n) * C);
+    uint16_t* decay = d_decay_.get(size_t(n) * cg);
+    uint16_t* inv_decay = d_inv_decay_.get(size_t(n) * cg);
     float* kd = d_kd_.get(n * cd);
     float* ki = d_ki_.get(n * cd);
     float* s32 = d_s_.get(n * csq);
@@ -175,14 +182,14 @@ class CublasPath final : public Path {
     CUDA_CHECK(cublasSetStream(handle_, st));
     timer_.mark(0, st);
     CUDA_CHECK(cudaMemcpyAsync(keys, h_keys, n * cd * 2, cudaMemcpyHostToDevice, st));
-    CUDA_CHECK(cudaMemcpyAsync(x, h_x, size_t(n) * C * 4, cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaMemcpyAsync(x, h_x, size_t(n) * cg * 4, cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(beta, h_beta, size_t(n) * C * 2, cudaMemcpyHostToDevice, st));
     if (stable) CUDA_CHECK(cudaMemcpyAsync(P + n * csq, h_gold, n * csq * 2, cudaMemcpyHostToDevice, st));
     timer_.mark(1, st);
 
-    decays_kernel<<<blocks_for(size_t(n) * C), 256, 0, st>>>(x, decay, inv_decay, size_t(n) * C);
+    decays_kernel<<<blocks_for(size_t(n) * cg), 256, 0, st>>>(x, decay, inv_decay, size_t(n) * cg);
     CUDA_CHECK_LAUNCH();
-    scale_keys_kernel<<<blocks_for(n * cd), 256, 0, st>>>(keys, decay, inv_decay, kd, ki, d, n * cd);
+    scale_keys_kernel<<<blocks_for(n * cd), 256, 0, st>>>(keys, decay, inv_decay, kd, ki, d, gw != 1, n * cd);
     CUDA_CHECK_LAUNCH();
     // Row-major S = kd ki^T is column-major S^T = ki kd^T: A = ki (stored d x C, op T), B = kd (d x C).
     const float one = 1.0f, zero = 0.0f;
@@ -217,13 +224,13 @@ class CublasPath final : public Path {
     }
     timer_.mark(2, st);
 
-    uint16_t* h_decay = h_decay_.get(size_t(n) * C);
-    uint16_t* h_inv_decay = h_inv_decay_.get(size_t(n) * C);
+    uint16_t* h_decay = h_decay_.get(size_t(n) * cg);
+    uint16_t* h_inv_decay = h_inv_decay_.get(size_t(n) * cg);
     uint16_t* h_l = h_l_.get(n * csq);
     uint16_t* h_inv = h_inv_.get(mats * csq);
     float* h_pmax = h_pmax_.get(mats);
-    CUDA_CHECK(cudaMemcpyAsync(h_decay, decay, size_t(n) * C * 2, cudaMemcpyDeviceToHost, st));
-    CUDA_CHECK(cudaMemcpyAsync(h_inv_decay, inv_decay, size_t(n) * C * 2, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(h_decay, decay, size_t(n) * cg * 2, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(h_inv_decay, inv_decay, size_t(n) * cg * 2, cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemcpyAsync(h_l, L, n * csq * 2, cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemcpyAsync(h_inv, INV, mats * csq * 2, cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemcpyAsync(h_pmax, pmax, size_t(mats) * 4, cudaMemcpyDeviceToHost, st));
@@ -244,8 +251,8 @@ class CublasPath final : public Path {
     pool.parallel_for(blocks, [&](size_t b) {
       for (size_t s = b * kBlock; s < std::min(size_t(n), (b + 1) * kBlock); ++s) {
         PathOutput& o = out[s];
-        unpack_bf16_vector(o.l.decay, h_decay + s * C, C);
-        unpack_bf16_vector(o.l.inv_decay, h_inv_decay + s * C, C);
+        unpack_bf16_vector(o.l.decay, h_decay + s * cg, int(cg));
+        unpack_bf16_vector(o.l.inv_decay, h_inv_decay + s * cg, int(cg));
         unpack_fp16_matrix(o.l.L, h_l + s * csq, C);
         run_of(o.on_path_l, s);
         if (stable) run_of(o.on_gold_l, n + s);

@@ -1,6 +1,7 @@
 #include "paths/emulated/emulated.hpp"
 
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -20,36 +21,44 @@ int padded(int n) { return (n + 15) / 16 * 16; }
 }  // namespace
 
 void decays(const Sample& s, std::vector<double>& decay, std::vector<double>& inv_decay) {
-  decay.resize(s.chunk);
-  inv_decay.resize(s.chunk);
-  float g2_sum = 0.0f;  // G2: running FP32 sum
-  for (int t = 0; t < s.chunk; ++t) {
-    const float g2 = static_cast<float>(s.g[t] * kLog2e);  // FP64 product, rounded once
-    g2_sum += g2;
-    decay[t] = ex2_approx_ftz_bf16(g2_sum);
-    inv_decay[t] = ex2_approx_ftz_bf16(-g2_sum);
+  const int w = s.gate_width();
+  decay.resize(static_cast<size_t>(s.chunk) * w);
+  inv_decay.resize(decay.size());
+  for (int k = 0; k < w; ++k) {
+    float g2_sum = 0.0f;  // G2: running FP32 sum, per channel for per-channel gates
+    for (int t = 0; t < s.chunk; ++t) {
+      const float g2 = static_cast<float>(s.gate(t, k) * kLog2e);  // FP64 product, rounded once
+      g2_sum += g2;
+      decay[static_cast<size_t>(t) * w + k] = ex2_approx_ftz_bf16(g2_sum);
+      inv_decay[static_cast<size_t>(t) * w + k] = ex2_approx_ftz_bf16(-g2_sum);
+    }
   }
 }
 
-Mat kernel_l(const Sample& s, const std::vector<double>& decay, const std::vector<double>& inv_decay) {
-  const int c = s.chunk, dp = padded(s.dim);
+Mat kernel_l(const Sample& s, const std::vector<double>& decay, const std::vector<double>& inv_decay,
+             LStorage storage) {
+  const int c = s.chunk, dp = padded(s.dim), w = s.gate_width();
+  const size_t wd = static_cast<size_t>(w);
+  if (decay.size() != static_cast<size_t>(c) * wd || inv_decay.size() != decay.size())
+    throw std::logic_error("emulated::kernel_l: decays do not match the sample's gating");
   // BF16 scaled keys, zero-padded along d (zero products change nothing).
   Mat kd = Mat::Zero(c, dp), ki = Mat::Zero(c, dp);
   for (int i = 0; i < c; ++i)
     for (int k = 0; k < s.dim; ++k) {
-      kd(i, k) = bf16(s.key(i, k) * decay[i]);
-      ki(i, k) = bf16(s.key(i, k) * inv_decay[i]);
+      const size_t e = static_cast<size_t>(i) * wd + (w == 1 ? 0 : k);
+      kd(i, k) = bf16(s.key(i, k) * decay[e]);
+      ki(i, k) = bf16(s.key(i, k) * inv_decay[e]);
     }
   Mat l = Mat::Zero(c, c);
   for (int i = 1; i < c; ++i) {
-    const double beta16 = fp16(s.beta[i]);
+    const double beta16 = fp16(s.beta[i]), beta32 = fp32(s.beta[i]);
     for (int j = 0; j < i; ++j) {
       double acc = 0.0;  // FP32 accumulator chained over d, one k-block at a time
       for (int blk = 0; blk < dp / 16; ++blk) {
         acc = tc::dot16(kd.data() + static_cast<size_t>(i) * dp + blk * 16,
                         ki.data() + static_cast<size_t>(j) * dp + blk * 16, 1, acc, tc::Accum::kFP32);
       }
-      l(i, j) = fp16(fp16(acc) * beta16);
+      l(i, j) = storage == LStorage::kFp16 ? fp16(fp16(acc) * beta16) : fp32(acc * beta32);
     }
   }
   return l;
@@ -58,10 +67,10 @@ Mat kernel_l(const Sample& s, const std::vector<double>& decay, const std::vecto
 namespace {
 
 class EmulatedPath final : public CpuPath {
-  LForm form_l(const Sample& s, const GoldOutput&) const override {
+  LForm form_l(const Sample& s, const GoldOutput&, LStorage storage) const override {
     LForm l;
     decays(s, l.decay, l.inv_decay);
-    l.L = kernel_l(s, l.decay, l.inv_decay);
+    l.L = kernel_l(s, l.decay, l.inv_decay, storage);
     return l;
   }
 };
@@ -72,7 +81,8 @@ std::string arithmetic() {
          "table of measured exceptions; BF16 scaled keys; L by a model of Hopper mma.sync "
          "m16n8k16 BF16->FP32 (products aligned to the largest nominal exponent, truncated at "
          "2^(emax-25), exact sum, FP32 truncation) chained over d, rounded to FP16, strict "
-         "lower, times fp16(beta); the methods' CPU references invert it";
+         "lower, times fp16(beta) (FlashKDA v1; for flashkda_v2 kept in FP32 and times FP32 beta); "
+         "per-channel gates: G2 and the decays per channel; the methods' CPU references invert it";
 }
 
 std::string fidelity() {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,9 @@ __global__ void kernel_path_kernel(KernelArgs args) {
     return;
   }
 
+  if (args.gate_width != 1) {
+    per_channel_scaled_keys(args, sample, s, cp, ks, lane);
+  } else {
   // Steps 1-2: g2 = fp32(g * log2 e) with the product in FP64; G2 summed in
   // FP32 in row order (one lane: the order is the arithmetic).
   if (lane == 0) {
@@ -181,6 +185,7 @@ __global__ void kernel_path_kernel(KernelArgs args) {
     st32(s.kd + r * ks + c, kd);
     st32(s.ki + r * ks + c, ki);
   }
+  }  // per-token gates
   __syncwarp();
 
   // Steps 4-5: L = fp16(kd ki^T) through mma BF16 -> FP32, chained over d;
@@ -247,12 +252,14 @@ class KernelPath final : public Path {
     const int tasks = stable ? 2 * n : n;
     const size_t csq = size_t(C) * C, cd = size_t(C) * d;
     const int npow = neumann_powers(C);
+    const int gw = samples[0].gate_width();
+    const size_t cg = size_t(C) * gw;  // gates (and decays) per sample
 
     KernelLaunch launch = plan_launch(cp, d);
 
     // Pack the inputs (BF16 key bits, g, fp16(beta), fp16(gold L)).
     uint16_t* h_keys = h_keys_.get(n * cd);
-    double* h_g = h_g_.get(size_t(n) * C);
+    double* h_g = h_g_.get(size_t(n) * cg);
     uint16_t* h_beta = h_beta_.get(size_t(n) * C);
     uint16_t* h_gold = stable ? h_gold_.get(n * csq) : nullptr;
     constexpr size_t kBlock = 64;
@@ -261,10 +268,10 @@ class KernelPath final : public Path {
       for (size_t s = b * kBlock; s < std::min(size_t(n), (b + 1) * kBlock); ++s) {
         const Sample& x = samples[s];
         for (size_t e = 0; e < cd; ++e) h_keys[s * cd + e] = exact_bf16_bits(x.keys[e]);
-        for (int r = 0; r < C; ++r) {
-          h_g[s * C + r] = x.g[r];
-          h_beta[s * C + r] = fp16_bits_rn(x.beta[r]);
-        }
+        if (x.gate_width() != gw || x.g.size() != cg)
+          throw std::logic_error("path kernel: samples of one batch differ in gating");
+        std::copy(x.g.begin(), x.g.end(), h_g + s * cg);
+        for (int r = 0; r < C; ++r) h_beta[s * C + r] = fp16_bits_rn(x.beta[r]);
         if (stable)
           for (int r = 0; r < C; ++r)
             for (int c = 0; c < C; ++c) h_gold[s * csq + r * C + c] = fp16_bits_rn(gold[s].L(r, c));
@@ -281,11 +288,12 @@ class KernelPath final : public Path {
     a.with_keys = true;
     a.warp_smem = launch.warp_smem;
     a.keys = d_keys_.get(n * cd);
-    a.g = d_g_.get(size_t(n) * C);
+    a.gate_width = gw;
+    a.g = d_g_.get(size_t(n) * cg);
     a.beta = d_beta_.get(size_t(n) * C);
     a.gold_l = stable ? d_gold_.get(n * csq) : nullptr;
-    a.decay = d_decay_.get(size_t(n) * C);
-    a.inv_decay = d_inv_decay_.get(size_t(n) * C);
+    a.decay = d_decay_.get(size_t(n) * cg);
+    a.inv_decay = d_inv_decay_.get(size_t(n) * cg);
     a.l = d_l_.get(n * csq);
     a.inv = d_inv_.get(n * csq);
     a.stable_inv = stable ? d_stable_inv_.get(n * csq) : nullptr;
@@ -296,7 +304,7 @@ class KernelPath final : public Path {
     cudaStream_t st = nullptr;
     timer_.mark(0, st);
     CUDA_CHECK(cudaMemcpyAsync(const_cast<uint16_t*>(a.keys), h_keys, n * cd * 2, cudaMemcpyHostToDevice, st));
-    CUDA_CHECK(cudaMemcpyAsync(const_cast<double*>(a.g), h_g, size_t(n) * C * 8, cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaMemcpyAsync(const_cast<double*>(a.g), h_g, size_t(n) * cg * 8, cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(const_cast<uint16_t*>(a.beta), h_beta, size_t(n) * C * 2, cudaMemcpyHostToDevice, st));
     if (stable)
       CUDA_CHECK(cudaMemcpyAsync(const_cast<uint16_t*>(a.gold_l), h_gold, n * csq * 2, cudaMemcpyHostToDevice, st));
@@ -305,16 +313,16 @@ class KernelPath final : public Path {
     else launch_kernel_path(a, launch, tasks, st);
     timer_.mark(2, st);
 
-    uint16_t* h_decay = h_decay_.get(size_t(n) * C);
-    uint16_t* h_inv_decay = h_inv_decay_.get(size_t(n) * C);
+    uint16_t* h_decay = h_decay_.get(size_t(n) * cg);
+    uint16_t* h_inv_decay = h_inv_decay_.get(size_t(n) * cg);
     uint16_t* h_l = h_l_.get(n * csq);
     uint16_t* h_inv = h_inv_.get(n * csq);
     uint16_t* h_sinv = stable ? h_stable_inv_.get(n * csq) : nullptr;
     int* h_hp = h_hp_.get(tasks);
     float* h_pmax = h_pmax_.get(tasks);
     uint16_t* h_powers = keep_powers ? h_powers_.get(size_t(tasks) * npow * csq) : nullptr;
-    CUDA_CHECK(cudaMemcpyAsync(h_decay, a.decay, size_t(n) * C * 2, cudaMemcpyDeviceToHost, st));
-    CUDA_CHECK(cudaMemcpyAsync(h_inv_decay, a.inv_decay, size_t(n) * C * 2, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(h_decay, a.decay, size_t(n) * cg * 2, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(h_inv_decay, a.inv_decay, size_t(n) * cg * 2, cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemcpyAsync(h_l, a.l, n * csq * 2, cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemcpyAsync(h_inv, a.inv, n * csq * 2, cudaMemcpyDeviceToHost, st));
     if (stable) CUDA_CHECK(cudaMemcpyAsync(h_sinv, a.stable_inv, n * csq * 2, cudaMemcpyDeviceToHost, st));
@@ -340,8 +348,8 @@ class KernelPath final : public Path {
     pool.parallel_for(blocks, [&](size_t b) {
       for (size_t s = b * kBlock; s < std::min(size_t(n), (b + 1) * kBlock); ++s) {
         PathOutput& o = out[s];
-        unpack_bf16_vector(o.l.decay, h_decay + s * C, C);
-        unpack_bf16_vector(o.l.inv_decay, h_inv_decay + s * C, C);
+        unpack_bf16_vector(o.l.decay, h_decay + s * cg, int(cg));
+        unpack_bf16_vector(o.l.inv_decay, h_inv_decay + s * cg, int(cg));
         unpack_fp16_matrix(o.l.L, h_l + s * csq, C);
         run_of(o.on_path_l, h_inv + s * csq, int(s));
         if (stable) run_of(o.on_gold_l, h_sinv + s * csq, int(n + s));

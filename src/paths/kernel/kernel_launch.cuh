@@ -6,6 +6,10 @@
 
 #include <cuda_runtime.h>
 
+#ifdef __CUDACC__
+#include "gpu/ptx.cuh"
+#endif
+
 namespace chunkinv::gpu {
 
 struct KernelArgs {
@@ -16,11 +20,12 @@ struct KernelArgs {
   bool with_keys = true;     // shared memory holds the scaled keys
   size_t warp_smem = 0;      // bytes of shared memory per warp
   const uint16_t* keys = nullptr;   // n x C x d, BF16 bits
-  const double* g = nullptr;        // n x C
+  int gate_width = 1;               // values of g per token: 1 (per-token gates) or dim (per-channel)
+  const double* g = nullptr;        // n x C x gate_width
   const uint16_t* beta = nullptr;   // n x C, fp16(beta) bits
   const uint16_t* gold_l = nullptr; // n x C x C, fp16(gold L) bits; null: no stable run
-  uint16_t* decay = nullptr;        // n x C, BF16
-  uint16_t* inv_decay = nullptr;    // n x C, BF16
+  uint16_t* decay = nullptr;        // n x C x gate_width, BF16
+  uint16_t* inv_decay = nullptr;    // n x C x gate_width, BF16
   uint16_t* l = nullptr;            // n x C x C, FP16
   uint16_t* inv = nullptr;          // n x C x C, FP16
   uint16_t* stable_inv = nullptr;   // n x C x C, FP16
@@ -38,5 +43,43 @@ KernelLaunch plan_launch(int cp, int dim);
 void launch_kernel_path(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t stream);
 // v2 (kernel_v2.cu): the same arithmetic and layout, fewer instructions.
 void launch_kernel_path_v2(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t stream);
+
+// Steps 1-3 for per-channel gates (SPEC §1), shared by both kernel versions:
+// each lane owns pairs of channels and walks the tokens in order, so G2 is
+// the running FP32 sum of fp32(g log2 e) per channel, as the kernel forms
+// it; the BF16 decays of each element scale that element of the key. Rows
+// C..cp-1 of kd and ki are zeroed; fp16(beta) goes to s.beta.
+#ifdef __CUDACC__
+template <class Smem>
+__device__ inline void per_channel_scaled_keys(const KernelArgs& a, long sample, const Smem& s, int cp, int ks,
+                                               int lane) {
+  constexpr double kLog2eD = 1.4426950408889634;  // log2(e), the double nearest
+  const int C = a.chunk, d = a.dim;
+  const double* g = a.g + size_t(sample) * C * d;
+  const uint16_t* keys = a.keys + size_t(sample) * C * d;
+  uint16_t* dec_out = a.decay + size_t(sample) * C * d;
+  uint16_t* inv_out = a.inv_decay + size_t(sample) * C * d;
+  for (int c = 2 * lane; c < d; c += 64) {
+    float G0 = 0.0f, G1 = 0.0f;
+    for (int r = 0; r < C; ++r) {
+      const size_t e = size_t(r) * d + c;
+      G0 = __fadd_rn(G0, __double2float_rn(__dmul_rn(g[e], kLog2eD)));
+      G1 = __fadd_rn(G1, __double2float_rn(__dmul_rn(g[e + 1], kLog2eD)));
+      const uint16_t d0 = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(G0)), d1 = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(G1));
+      const uint16_t i0 = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(-G0)), i1 = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(-G1));
+      dec_out[e] = d0, dec_out[e + 1] = d1;
+      inv_out[e] = i0, inv_out[e + 1] = i1;
+      const uint16_t k0 = keys[e], k1 = keys[e + 1];
+      *reinterpret_cast<uint32_t*>(s.kd + r * ks + c) = ptx::pack2(ptx::mul_rn_bf16(k0, d0), ptx::mul_rn_bf16(k1, d1));
+      *reinterpret_cast<uint32_t*>(s.ki + r * ks + c) = ptx::pack2(ptx::mul_rn_bf16(k0, i0), ptx::mul_rn_bf16(k1, i1));
+    }
+  }
+  for (int e = lane; e < (cp - C) * ks / 2; e += 32) {
+    reinterpret_cast<uint32_t*>(s.kd + C * ks)[e] = 0u;
+    reinterpret_cast<uint32_t*>(s.ki + C * ks)[e] = 0u;
+  }
+  for (int i = lane; i < cp; i += 32) s.beta[i] = i < C ? a.beta[size_t(sample) * C + i] : uint16_t(0);
+}
+#endif
 
 }  // namespace chunkinv::gpu

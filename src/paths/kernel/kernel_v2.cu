@@ -147,6 +147,9 @@ __global__ void __launch_bounds__(256) kernel_path_v2(KernelArgs args) {
     return;
   }
 
+  if (args.gate_width != 1) {
+    per_channel_scaled_keys(args, sample, s, CP, ks, lane);
+  } else {
   // Steps 1-2, as v1: one lane sums G2 in row order.
   if (lane == 0) {
     const double* g = args.g + sample * C;
@@ -202,6 +205,7 @@ __global__ void __launch_bounds__(256) kernel_path_v2(KernelArgs args) {
       }
     }
   }
+  }  // per-token gates
   __syncwarp();
 
   // Steps 4-5, as v1.
