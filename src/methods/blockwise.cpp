@@ -43,22 +43,6 @@ const MethodParam kParams[] = {
      "(TF32 operands, FP32 accumulation)"},
 };
 
-// (I + A)^-1 of the b x b diagonal block of `a` at r0, FP32, source order.
-Mat diagonal_inverse(const Mat& a, int r0, int b) {
-  std::vector<float> x(static_cast<size_t>(b) * b, 0.0f);
-  auto at = [&](int i, int j) { return static_cast<float>(a(r0 + i, r0 + j)); };
-  for (int s = 0; s + 1 < b; ++s)
-    for (int r = s + 1; r < b; ++r) {
-      const float scale = -at(r, s);
-      for (int p = 0; p < s; ++p) x[r * b + p] = std::fmaf(scale, x[s * b + p], x[r * b + p]);
-      x[r * b + s] = scale;
-    }
-  Mat out(b, b);
-  for (int i = 0; i < b; ++i)
-    for (int j = 0; j < b; ++j) out(i, j) = i == j ? 1.0 : double(x[i * b + j]);
-  return out;
-}
-
 InverseRun invert_blockwise(const Mat& l_in, const MethodOptions& options, bool keep) {
   const int b = std::stoi(options.at("block"));
   const std::string& p = options.at("precision");
@@ -74,7 +58,7 @@ InverseRun invert_blockwise(const Mat& l_in, const MethodOptions& options, bool 
   Mat inv = Mat::Zero(n, n);
   double diag_max = 0.0;
   for (int r0 = 0; r0 < n; r0 += b) {
-    const Mat x = diagonal_inverse(l, r0, b);
+    const Mat x = prec::column_substitution_inverse(l, r0, b);
     diag_max = std::fmax(diag_max, prec::max_abs(x));
     inv.block(r0, r0, b, b) = prec::round_to(x, io);
     if (keep && r0 < c) run.intermediates.push_back({fmt::format("X[{0}:{1},{0}:{1}]", r0, r0 + b), x});

@@ -87,6 +87,21 @@ Mat sub(const Mat& a, const Mat& b, Arith arith) {
   return r;
 }
 
+Mat column_substitution_inverse(const Mat& a, int r0, int b) {
+  std::vector<float> x(static_cast<size_t>(b) * b, 0.0f);
+  auto at = [&](int i, int j) { return static_cast<float>(a(r0 + i, r0 + j)); };
+  for (int s = 0; s + 1 < b; ++s)
+    for (int r = s + 1; r < b; ++r) {
+      const float scale = -at(r, s);
+      for (int p = 0; p < s; ++p) x[r * b + p] = std::fmaf(scale, x[s * b + p], x[r * b + p]);
+      x[r * b + s] = scale;
+    }
+  Mat out(b, b);
+  for (int i = 0; i < b; ++i)
+    for (int j = 0; j < b; ++j) out(i, j) = i == j ? 1.0 : double(x[i * b + j]);
+  return out;
+}
+
 double max_abs(const Mat& m) {
   double r = 0.0;
   for (Eigen::Index i = 0; i < m.size(); ++i) {

@@ -61,6 +61,13 @@ Mat sub(const Mat& a, const Mat& b, Arith arith);
 // step (fmaf). Exposed for methods that form single dots (substitutions).
 float fma_chain(const float* a, const float* b, int n, int b_stride);
 
+// (I + A)^-1 of the b x b diagonal block of `a` at (r0, r0), whose entries
+// are FP32 values, by the column-oriented substitution of cuDNN's blockwise
+// inverse and FlashKDA v2 (SPEC §2): for s = 0..b-2, for every row r > s,
+// X[r][p] = fmaf(-A[r][s], X[s][p], X[r][p]) for p < s (one FP32 FMA, rounded
+// once), then X[r][s] = -A[r][s]; X[r][r] = 1, zeros above. FP32 result.
+Mat column_substitution_inverse(const Mat& a, int r0, int b);
+
 // max |entry|; +inf as soon as one entry is non-finite (NaN included).
 double max_abs(const Mat& m);
 

@@ -21,6 +21,8 @@ extern const MethodSpec kPatersonStockmeyerMethod;
 extern const MethodSpec kHornerMethod;
 extern const MethodSpec kBlockNestedMethod;
 extern const MethodSpec kResidualNeumannMethod;
+extern const MethodSpec kFlashkdaV1Method;
+extern const MethodSpec kFlashkdaV2Method;
 
 namespace {
 const MethodSpec* const kMethods[] = {
@@ -34,6 +36,8 @@ const MethodSpec* const kMethods[] = {
     &kHornerMethod,              // tt-metal Horner: I + N(I + N(...))
     &kBlockNestedMethod,         // tt-metal invert_block_nested: three nested block levels
     &kResidualNeumannMethod,     // "Good enough": masked truncated Neumann + residual correction
+    &kFlashkdaV1Method,          // FlashKDA v1's inverse: `neumann` under FlashKDA's name
+    &kFlashkdaV2Method,          // FlashKDA v2: FP32 8x8 column substitution, BF16 mma merges
     &kExactMethod,       // FP64 triangular solve (the gold's own inverse)
 };
 }  // namespace
