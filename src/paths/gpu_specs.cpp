@@ -9,12 +9,15 @@
 namespace chunkinv {
 
 extern const MethodSpec kNeumannMethod;
+extern const MethodSpec kFlashkdaV1Method;
+extern const MethodSpec kFlashkdaV2Method;
 
 namespace {
 
-// The methods with a GPU form on these paths.
+// The methods with a GPU form on these paths: Neumann, under its own name or
+// FlashKDA v1's (one arithmetic, run once and copied).
 bool neumann_only(const Method& m, std::string_view path, std::string* why) {
-  if (m.spec == &kNeumannMethod) return true;
+  if (m.spec == &kNeumannMethod || m.spec == &kFlashkdaV1Method) return true;
   if (why) *why = fmt::format("path {} has no GPU form of method {}", path, m.label());
   return false;
 }
@@ -37,11 +40,13 @@ std::string kernel_arithmetic() {
   return "CUDA sm_90: G2 running FP32 sum of fp32(g*log2e); decay = cvt.rn.bf16(ex2.approx.ftz.f32(+-G2)); "
          "kd, ki = mul.rn.bf16; L = cvt.rn.f16(mma.m16n8k16 bf16->f32 chained over d), strict lower, "
          "mul.rn.f16 by fp16(beta); Neumann INV = I - L, P = mma f16.f16 (P,P), INV = INV + mma(INV,P) "
-         "(add.rn.f16x2); chunk zero-padded to a multiple of 16";
+         "(add.rn.f16x2); chunk zero-padded to a multiple of 16. Method flashkda_v2: L kept in FP32 times the "
+         "FP32 beta (mul.rn.f32); 8x8 diagonal blocks by column-oriented substitution (fma.rn.f32); merges "
+         "8 -> 16 -> ... on mma bf16->f32, INV = bf16(P + bf16(O)); chunk zero-padded to 8, 16, 32 or 64";
 }
 
 bool kernel_supports(const Configuration& c, const Method& m, std::string* why) {
-  if (!neumann_only(m, "kernel", why)) return false;
+  if (m.spec != &kFlashkdaV2Method && !neumann_only(m, "kernel", why)) return false;
   if (c.dim % 16 != 0) {
     if (why) *why = fmt::format("path kernel needs dim a multiple of 16 (dim = {})", c.dim);
     return false;

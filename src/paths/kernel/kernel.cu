@@ -26,7 +26,12 @@
 #include "gpu/ptx.cuh"
 #include "gpu/tiles.cuh"
 #include "paths/gpu_paths.hpp"
+#include "paths/kernel/flashkda_v2.hpp"
 #include "paths/kernel/kernel_launch.cuh"
+
+namespace chunkinv {
+extern const MethodSpec kFlashkdaV2Method;
+}  // namespace chunkinv
 
 namespace chunkinv::gpu {
 namespace {
@@ -36,7 +41,6 @@ using namespace tiles;
 constexpr int kWarpsPerBlockMax = 8;
 constexpr int kBlockSmemBudget = 96 * 1024;  // two blocks fit an SM's 228 KB
 constexpr uint16_t kF16One = 0x3C00;
-constexpr double kLog2e = 1.4426950408889634;  // log2(e), the double nearest
 
 // D = A * B (+ Add), all cp x cp FP16 in shared memory, through
 // mma.m16n8k16 with FP16 accumulation: each 16x8 output tile starts from a
@@ -141,51 +145,9 @@ __global__ void kernel_path_kernel(KernelArgs args) {
     return;
   }
 
-  if (args.gate_width != 1) {
-    per_channel_scaled_keys(args, sample, s, cp, ks, lane);
-  } else {
-  // Steps 1-2: g2 = fp32(g * log2 e) with the product in FP64; G2 summed in
-  // FP32 in row order (one lane: the order is the arithmetic).
-  if (lane == 0) {
-    const double* g = args.g + sample * C;
-    float G2 = 0.0f;
-    for (int i = 0; i < C; ++i) {
-      G2 = __fadd_rn(G2, __double2float_rn(__dmul_rn(g[i], kLog2e)));
-      s.g2[i] = G2;
-    }
-  }
-  __syncwarp();
-  for (int i = lane; i < cp; i += 32) {
-    uint16_t dec = 0, inv = 0, beta = 0;
-    if (i < C) {
-      dec = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(s.g2[i]));
-      inv = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(-s.g2[i]));
-      beta = args.beta[sample * C + i];
-      args.decay[sample * C + i] = dec;
-      args.inv_decay[sample * C + i] = inv;
-    }
-    s.decay[i] = dec;
-    s.inv[i] = inv;
-    s.beta[i] = beta;
-  }
-  __syncwarp();
-
-  // Step 3: kd = bf16(k * decay), ki = bf16(k * inv_decay), each product rounded once.
-  const uint32_t* keys = reinterpret_cast<const uint32_t*>(args.keys + sample * C * size_t(d));
-  const int pairs = d / 2;
-  for (int e = lane; e < cp * pairs; e += 32) {
-    const int r = e / pairs, c = 2 * (e % pairs);
-    uint32_t kd = 0, ki = 0;
-    if (r < C) {
-      const uint32_t k = keys[e];
-      const uint16_t k0 = uint16_t(k & 0xFFFF), k1 = uint16_t(k >> 16);
-      kd = ptx::pack2(ptx::mul_rn_bf16(k0, s.decay[r]), ptx::mul_rn_bf16(k1, s.decay[r]));
-      ki = ptx::pack2(ptx::mul_rn_bf16(k0, s.inv[r]), ptx::mul_rn_bf16(k1, s.inv[r]));
-    }
-    st32(s.kd + r * ks + c, kd);
-    st32(s.ki + r * ks + c, ki);
-  }
-  }  // per-token gates
+  // Steps 1-3: decays, and the keys scaled by them (kernel_launch.cuh).
+  if (args.gate_width != 1) per_channel_scaled_keys(args, sample, s, cp, ks, lane);
+  else token_scaled_keys(args, sample, s, cp, ks, lane);
   __syncwarp();
 
   // Steps 4-5: L = fp16(kd ki^T) through mma BF16 -> FP32, chained over d;
@@ -231,11 +193,26 @@ class KernelPath final : public Path {
 
   BatchTiming run_batch(const Batch& in, std::span<const Method* const> methods, std::span<PathOutput> out,
                         ThreadPool& pool, bool keep) override {
-    // One method (neumann, the only one with a form here: the spec's supports() says so).
-    (void)methods;
-    return detail::run_by_shape(in.samples, [&](size_t i, size_t n) {
-      return run_group(in.samples.subspan(i, n), in.gold.subspan(i, n), out.subspan(i, n), pool, keep);
-    });
+    // Each method its own launch: the Neumann kernel (v1 or v2 of this
+    // file's arithmetic) or FlashKDA v2's inverse (flashkda_v2.cu). The
+    // spec's supports() admits no other.
+    const size_t n = in.samples.size();
+    BatchTiming total;
+    std::span<PathOutput> neumann;  // Neumann's outputs once formed (neumann and flashkda_v1 share them)
+    for (size_t m = 0; m < methods.size(); ++m) {
+      std::span<PathOutput> o = out.subspan(m * n, n);
+      if (methods[m]->spec == &kFlashkdaV2Method) {
+        total += v2_.run(in.samples, in.gold, o, pool);
+      } else if (!neumann.empty()) {
+        std::copy(neumann.begin(), neumann.end(), o.begin());
+      } else {
+        total += detail::run_by_shape(in.samples, [&](size_t i, size_t k) {
+          return run_group(in.samples.subspan(i, k), in.gold.subspan(i, k), o.subspan(i, k), pool, keep);
+        });
+        neumann = o;
+      }
+    }
+    return total;
   }
 
  private:
@@ -366,6 +343,7 @@ class KernelPath final : public Path {
   }
 
   const int version_, pad_;
+  FlashkdaV2Runner v2_;
   detail::EventTimer timer_;
   detail::PinnedBuffer<uint16_t> h_keys_, h_beta_, h_gold_, h_decay_, h_inv_decay_, h_l_, h_inv_, h_stable_inv_,
       h_powers_;

@@ -80,6 +80,54 @@ __device__ inline void per_channel_scaled_keys(const KernelArgs& a, long sample,
   }
   for (int i = lane; i < cp; i += 32) s.beta[i] = i < C ? a.beta[size_t(sample) * C + i] : uint16_t(0);
 }
+
+// Steps 1-3 for per-token gates (SPEC §2 "kernel"), kernel version 1's way:
+// g2 = fp32(g * log2 e) with the product in FP64; G2 summed in FP32 in row
+// order by one lane (the order is the arithmetic); the BF16 decays; kd, ki =
+// bf16(k * decay), each product rounded once, zero in rows C..cp-1; fp16(beta)
+// to s.beta.
+template <class Smem>
+__device__ inline void token_scaled_keys(const KernelArgs& a, long sample, const Smem& s, int cp, int ks, int lane) {
+  constexpr double kLog2eD = 1.4426950408889634;  // log2(e), the double nearest
+  const int C = a.chunk, d = a.dim;
+  if (lane == 0) {
+    const double* g = a.g + sample * C;
+    float G2 = 0.0f;
+    for (int i = 0; i < C; ++i) {
+      G2 = __fadd_rn(G2, __double2float_rn(__dmul_rn(g[i], kLog2eD)));
+      s.g2[i] = G2;
+    }
+  }
+  __syncwarp();
+  for (int i = lane; i < cp; i += 32) {
+    uint16_t dec = 0, inv = 0, beta = 0;
+    if (i < C) {
+      dec = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(s.g2[i]));
+      inv = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(-s.g2[i]));
+      beta = a.beta[sample * C + i];
+      a.decay[sample * C + i] = dec;
+      a.inv_decay[sample * C + i] = inv;
+    }
+    s.decay[i] = dec;
+    s.inv[i] = inv;
+    s.beta[i] = beta;
+  }
+  __syncwarp();
+  const uint32_t* keys = reinterpret_cast<const uint32_t*>(a.keys + sample * C * size_t(d));
+  const int pairs = d / 2;
+  for (int e = lane; e < cp * pairs; e += 32) {
+    const int r = e / pairs, c = 2 * (e % pairs);
+    uint32_t kd = 0, ki = 0;
+    if (r < C) {
+      const uint32_t k = keys[e];
+      const uint16_t k0 = uint16_t(k & 0xFFFF), k1 = uint16_t(k >> 16);
+      kd = ptx::pack2(ptx::mul_rn_bf16(k0, s.decay[r]), ptx::mul_rn_bf16(k1, s.decay[r]));
+      ki = ptx::pack2(ptx::mul_rn_bf16(k0, s.inv[r]), ptx::mul_rn_bf16(k1, s.inv[r]));
+    }
+    *reinterpret_cast<uint32_t*>(s.kd + r * ks + c) = kd;
+    *reinterpret_cast<uint32_t*>(s.ki + r * ks + c) = ki;
+  }
+}
 #endif
 
 }  // namespace chunkinv::gpu
