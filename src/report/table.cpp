@@ -645,6 +645,10 @@ struct Preset {
   // The article's tables show the approximate paths: methods on the gold's
   // L appear in summary and full, and as the "INV power" column here.
   bool approximate_paths_only = false;
+  // The method comparison: a row per method, the methods of one
+  // configuration and path adjacent in the order given (the `method` column
+  // after the chunk); LaTeX's column groups are the paths only.
+  bool method_rows = false;
 };
 
 // The article's three tables (SPEC §5): errors are medians, non-finite
@@ -657,16 +661,21 @@ const std::vector<Preset>& presets() {
     const ColumnSpec inv_total{"INV total", "", inv, "median"};
     const ColumnSpec inv_power{"INV power", "", power, "median"};
     const ColumnSpec power_max{"Max power magnitude", "", "gold_l_power_max", "max"};
+    // A median and the highest percentile a report holds (p99), titled once in LaTeX.
+    const ColumnSpec total_median{"INV total median", "INV total", inv, "median"};
+    const ColumnSpec total_p99{"INV total p99", "INV total", inv, "p99"};
+    const ColumnSpec power_median{"INV power median", "INV power", power, "median"};
+    const ColumnSpec power_p99{"INV power p99", "INV power", power, "p99"};
     std::vector<Preset> v;
     v.push_back({"summary", inv,
                  {{"Samples", "", "", "", CellKind::kCount},
                   {"Finite [95% CI]", "Finite", "inv_finite", "mean", CellKind::kShare, true},
                   {"L median", "$L$", "l_rel_rmse", "median"},
-                  {"INV total median", "INV total", inv, "median"},
-                  {"INV total p99", "INV total", inv, "p99"},
+                  total_median,
+                  total_p99,
                   {"Method only median", "Method only", "inv_method_only_rel_rmse", "median"},
-                  {"INV power median", "INV power", power, "median"},
-                  {"INV power p99", "INV power", power, "p99"}}});
+                  power_median,
+                  power_p99}});
     v.push_back({"k3-exponent", inv,
                  {{"inverse finite", "", "inv_finite", "mean", CellKind::kShare},
                   {"decay = 0", "decay $= 0$", "decay_zeros", "max", CellKind::kCount},
@@ -678,6 +687,8 @@ const std::vector<Preset>& presets() {
                   inv_power, finite},
                  true});
     v.push_back({"k3-model", inv, {finite, inv_total, inv_power, power_max}, true});
+    // Choosing an inverse (docs/tables.md): on the path's L and on the exact L.
+    v.push_back({"methods", inv, {total_median, total_p99, finite, power_median, power_p99}, true, true});
     return v;
   }();
   return p;
@@ -702,10 +713,14 @@ struct Layout {
   bool show_path = false;
   bool show_report = false;
   bool several_reports = false;
+  bool method_rows = false;  // Preset::method_rows
   std::vector<Row> rows;
 
   int family_of(const Row& r) const {
     return family_rank.at(r.entry->axes.contains("family") ? axis_value_text(r.entry->axes["family"]) : "");
+  }
+  int method_of(const Row& r) const {
+    return method_rank.at(axis_value_text(r.entry->axes.value("method", json(""))));
   }
   // Family (in order of appearance), the other axes but `skip` (ascending), chunk (ascending).
   int compare_configurations(const Row& a, const Row& b, const std::string& skip) const {
@@ -726,8 +741,9 @@ int compare_chunks(const Row& a, const Row& b) {
 }
 
 Layout lay_out(const std::vector<NamedReport>& reports, const std::string& required_metric,
-               bool approximate_paths_only = false) {
+               bool approximate_paths_only = false, bool method_rows = false) {
   Layout l;
+  l.method_rows = method_rows;
   l.several_reports = reports.size() > 1;
   std::map<std::string, int>& path_rank = l.path_rank;
   std::map<std::string, int> key_count;
@@ -768,11 +784,12 @@ Layout lay_out(const std::vector<NamedReport>& reports, const std::string& requi
   }
 
   std::stable_sort(l.rows.begin(), l.rows.end(), [&](const Row& a, const Row& b) {
-    if (const int c = l.compare_configurations(a, b, ""); c != 0) return c < 0;
+    if (const int c = l.compare_configurations(a, b, method_rows ? "method" : ""); c != 0) return c < 0;
     const int pa = path_rank.at(axis_value_text(a.entry->axes["path"]));
     const int pb = path_rank.at(axis_value_text(b.entry->axes["path"]));
     if (pa != pb) return pa < pb;
-    return compare_chunks(a, b) < 0;
+    if (const int c = compare_chunks(a, b); c != 0 || !method_rows) return c < 0;
+    return l.method_of(a) < l.method_of(b);
   });
   return l;
 }
@@ -790,22 +807,31 @@ Cell chunk_cell(const Row& r) {
 
 Column chunk_column() { return {"Chunk C", Align::kRight, "Chunk $C$", "chunk"}; }
 
-// The leading columns of every row: varying axes, path, report, chunk.
+Column method_column() { return {"method", Align::kLeft, "", "method"}; }
+
+// The leading columns of every row: varying axes, path, report, chunk (then
+// the method, always, where methods are rows).
 std::vector<Column> leading_columns(const Layout& l) {
   std::vector<Column> c;
-  for (const auto& n : l.axis_columns) c.push_back({n, n == "family" ? Align::kLeft : Align::kRight, "", n});
+  for (const auto& n : l.axis_columns) {
+    if (!(l.method_rows && n == "method")) c.push_back({n, n == "family" ? Align::kLeft : Align::kRight, "", n});
+  }
   if (l.show_path) c.push_back({"path", Align::kLeft, "", "path"});
   if (l.show_report) c.push_back({"report", Align::kLeft, "", "report"});
   c.push_back(chunk_column());
+  if (l.method_rows) c.push_back(method_column());
   return c;
 }
 
 std::vector<Cell> leading_cells(const Layout& l, const Row& r) {
   std::vector<Cell> c;
-  for (const auto& n : l.axis_columns) c.push_back(axis_cell(r, n));
+  for (const auto& n : l.axis_columns) {
+    if (!(l.method_rows && n == "method")) c.push_back(axis_cell(r, n));
+  }
   if (l.show_path) c.push_back(Cell::of_text(axis_value_text(r.entry->axes["path"])));
   if (l.show_report) c.push_back(Cell::of_text(r.report));
   c.push_back(chunk_cell(r));
+  if (l.method_rows) c.push_back(axis_cell(r, "method"));
   return c;
 }
 
@@ -966,9 +992,11 @@ Table rows_table_with_samples(const Layout& l, const Preset& p) {
 std::optional<Table> grouped_table(const Layout& l, const Preset& p) {
   std::set<std::string> methods;
   for (const auto& r : l.rows) methods.insert(axis_value_text(r.entry->axes.value("method", json(""))));
+  // Methods are groups of columns too, unless they are rows (the methods preset).
+  const bool method_groups = methods.size() > 1 && !l.method_rows;
   auto group_of = [&](const Row& r) {
     std::string g = axis_value_text(r.entry->axes["path"]);
-    if (methods.size() > 1) g += " / " + axis_value_text(r.entry->axes.value("method", json("")));
+    if (method_groups) g += " / " + axis_value_text(r.entry->axes.value("method", json("")));
     if (l.show_report) g += " (" + r.report + ")";
     return g;
   };
@@ -991,14 +1019,15 @@ std::optional<Table> grouped_table(const Layout& l, const Preset& p) {
   for (const auto& c : p.columns) width += c.interval ? 2 : 1;
   if (groups.size() < 2 || groups.size() * width > kMaxGroupedColumns) return std::nullopt;
 
-  // The configurations, in the rows' order without the path.
+  // The configurations, in the rows' order without the path (with the
+  // method where methods are rows).
   const std::string skip = methods.size() > 1 ? "method" : "";
   std::vector<const Row*> configs;
   std::map<std::string, size_t> config_index;
-  auto config_key = [](const Row& r) {
+  auto config_key = [&](const Row& r) {
     json a = r.entry->axes;
     a.erase("path");
-    a.erase("method");
+    if (!l.method_rows) a.erase("method");
     return axes_key(a);
   };
   for (const auto& r : l.rows) {
@@ -1006,7 +1035,8 @@ std::optional<Table> grouped_table(const Layout& l, const Preset& p) {
   }
   std::stable_sort(configs.begin(), configs.end(), [&](const Row* a, const Row* b) {
     if (const int c = l.compare_configurations(*a, *b, skip); c != 0) return c < 0;
-    return compare_chunks(*a, *b) < 0;
+    if (const int c = compare_chunks(*a, *b); c != 0 || !l.method_rows) return c < 0;
+    return l.method_of(*a) < l.method_of(*b);
   });
   config_index.clear();
   for (size_t i = 0; i < configs.size(); ++i) config_index[config_key(*configs[i])] = i;
@@ -1018,10 +1048,12 @@ std::optional<Table> grouped_table(const Layout& l, const Preset& p) {
   }
   for (const auto& n : axis_columns) t.columns.push_back({n, n == "family" ? Align::kLeft : Align::kRight, "", n});
   t.columns.push_back(chunk_column());
+  if (l.method_rows) t.columns.push_back(method_column());
   t.rows.resize(configs.size());
   for (size_t i = 0; i < configs.size(); ++i) {
     for (const auto& n : axis_columns) t.rows[i].push_back(axis_cell(*configs[i], n));
     t.rows[i].push_back(chunk_cell(*configs[i]));
+    if (l.method_rows) t.rows[i].push_back(axis_cell(*configs[i], "method"));
   }
   const bool counted = has_samples_column(p);  // the preset has a column of sample counts
   for (const auto& g : groups) {
@@ -1066,7 +1098,7 @@ Table build_table(const std::vector<NamedReport>& reports, const std::string& pr
                                  near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near),
                                  fmt::join(table_presets(), ", ")));
   }
-  const Layout l = lay_out(reports, it->required_metric, it->approximate_paths_only);
+  const Layout l = lay_out(reports, it->required_metric, it->approximate_paths_only, it->method_rows);
   switch (layout) {
     case TableLayout::kRows: return rows_table(l, *it);
     case TableLayout::kTidy: return tidy_table(l, *it);

@@ -255,6 +255,49 @@ TEST(TablePresets, FullShowsEveryStatisticOfEveryMetric) {
   EXPECT_EQ(t.rows.size(), 3u * 4u + 3u * 13u);
 }
 
+// A method comparison: `methods` in the order a run gives them, on `paths`
+// (the gold's own entry and its methods too) at chunks 16 and 8; the first
+// method loses every inverse at C = 16.
+Report methods_report(const std::vector<std::string>& methods, const std::vector<std::string>& paths) {
+  Report r;
+  for (int c : {16, 8}) {
+    ReportEntry g = make_gold_entry("floor", c);
+    g.axes["method"] = "exact";
+    r.results.push_back(g);
+    for (const auto& path : paths) {
+      for (size_t m = 0; m < methods.size(); ++m) {
+        EntrySpec s;
+        s.path = path;
+        s.chunk = c;
+        s.inv_total_median = 1.0e-6 * static_cast<double>(m + 1);
+        if (m == 0 && c == 16) s.inv_finite = 0;
+        ReportEntry e = make_entry(s);
+        e.axes["method"] = methods[m];
+        r.results.push_back(e);
+      }
+    }
+  }
+  return r;
+}
+
+TEST(TablePresets, MethodsPutTheMethodsOfAConfigurationInAdjacentRows) {
+  const Report r = methods_report({"neumann", "flashkda_v2", "blockwise"}, {"gold", "emulated"});
+  const Table t = build_table({{"r.json", r}}, "methods");
+  // The method after the chunk, whether or not it varies; no gold rows.
+  EXPECT_EQ(headers(t), (std::vector<std::string>{"Chunk C", "method", "INV total median", "INV total p99", "Finite",
+                                                  "INV power median", "INV power p99"}));
+  std::vector<std::string> order;
+  for (const auto& row : t.rows) order.push_back(std::to_string(static_cast<int>(row[0].value)) + "/" + row[1].text);
+  // Chunks ascending, the methods of each in the order the run gave them (not by name).
+  EXPECT_EQ(order, (std::vector<std::string>{"8/neumann", "8/flashkda_v2", "8/blockwise", "16/neumann",
+                                             "16/flashkda_v2", "16/blockwise"}));
+  const std::string md = to_markdown(t);
+  EXPECT_NE(md.find("|      16 | neumann     |              inf |           inf |     0% |          8.51e-8 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("|       8 | flashkda_v2 |          2.00e-6 |"), std::string::npos) << md;
+}
+
 // ---------------------------------------------------------------- layouts
 
 // One report with `paths` side by side at chunks 8 and 16 (and 32 for the first).
@@ -318,6 +361,33 @@ TEST(TableLayouts, MethodsAreColumnGroupsToo) {
   EXPECT_EQ(t.rows.size(), 1u);
   EXPECT_EQ(t.columns.at(1).group, "emulated / neumann");
   EXPECT_EQ(t.columns.back().group, "emulated / fwdsub_fp32");
+}
+
+TEST(TableLayouts, MethodsAreRowsAndPathsColumnGroupsInTheMethodsPreset) {
+  const Report r = methods_report({"neumann", "flashkda_v2"}, {"emulated", "kernel"});
+  const Table t = build_table({{"r.json", r}}, "methods", TableLayout::kColumnGroups);
+  ASSERT_EQ(t.rows.size(), 4u);
+  EXPECT_EQ(groups(t), (std::vector<std::string>{"", "", "emulated", "emulated", "emulated", "emulated", "emulated",
+                                                 "kernel", "kernel", "kernel", "kernel", "kernel"}));
+  const std::string tex = to_latex(t);
+  EXPECT_NE(tex.find("& & \\multicolumn{5}{c}{emulated, $n = 100$} & \\multicolumn{5}{c}{kernel, $n = 100$} \\\\\n"),
+            std::string::npos)
+      << tex;
+  EXPECT_NE(tex.find("{Chunk $C$} & method & {median} & {p99} & {\\%} & {median} & {p99} & {median}"),
+            std::string::npos)
+      << tex;
+  // Not a number: infinity in braces, as every preset writes it.
+  EXPECT_NE(tex.find("\n16 & neumann & {$\\infty$} & {$\\infty$} & 0 & 8.51e-8 &"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("\n16 & flashkda\\_v2 & 2.00e-6 &"), std::string::npos) << tex;
+
+  // CSV: tidy as every preset, the rows in the methods' order.
+  const std::string csv = to_csv(build_table({{"r.json", r}}, "methods", TableLayout::kTidy));
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "family,chunk,dim,path,method,decay_floor,samples,inv_total_rel_rmse_median,inv_total_rel_rmse_p99,"
+            "inv_finite_mean,inv_gold_l_rel_rmse_median,inv_gold_l_rel_rmse_p99");
+  EXPECT_NE(csv.find("\nfloor,8,128,emulated,neumann,-5,100,"), std::string::npos) << csv;
+  EXPECT_LT(csv.find("floor,8,128,emulated,neumann"), csv.find("floor,8,128,emulated,flashkda_v2"));
+  EXPECT_NE(csv.find("floor,16,128,emulated,neumann,-5,100,inf,inf,0,"), std::string::npos) << csv;
 }
 
 TEST(TableLayouts, GroupsWiderThanTheLimitFallBackToRows) {
@@ -480,6 +550,73 @@ TEST(TableCommand, RunThenTableReproducesTheExponentBoundary) {
   };
   EXPECT_EQ(pick(rows[0], 6), (std::vector<std::string>{"16", "emulated", "neumann", "1", "0", "0"}));
   EXPECT_EQ(pick(rows[1], 7), (std::vector<std::string>{"19", "emulated", "neumann", "0", "2", "2", "inf"}));
+}
+
+// A Markdown table, cell by cell (the header, the rule, then the rows).
+std::vector<std::vector<std::string>> markdown_cells(const std::string& md) {
+  std::vector<std::vector<std::string>> cells;
+  std::istringstream lines(md);
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> row;
+    std::istringstream in(line.substr(1));
+    for (std::string f; std::getline(in, f, '|');) {
+      f.erase(0, f.find_first_not_of(' '));
+      f.erase(f.find_last_not_of(' ') + 1);
+      row.push_back(f);
+    }
+    cells.push_back(row);
+  }
+  return cells;
+}
+
+// The method comparison on a real run: at decay_floor -5 no inverse is
+// finite at C = 32 (SPEC §5), whatever the method, and its median prints as
+// the article's presets print it.
+TEST(TableCommand, MethodsPresetComparesTheMethodsOfARun) {
+  TempDir dir;
+  const std::string report = dir.file("methods.json");
+  const auto run = run_chunkinv("run -a family=floor -a 'chunk=[16,32]' -a decay_floor=-5 --samples 50 "
+                                "--paths gold,emulated -a 'method=[neumann,flashkda_v2]' -q -o '" + report + "'",
+                                dir);
+  ASSERT_EQ(run.status, 0) << run.errors;
+  const auto md = run_chunkinv("table '" + report + "' --preset methods", dir);
+  ASSERT_EQ(md.status, 0) << md.errors;
+  const auto cells = markdown_cells(md.output);
+  ASSERT_EQ(cells.size(), 2u + 4u) << md.output;  // header, rule, 2 chunks x 2 methods
+  EXPECT_EQ(cells[0], (std::vector<std::string>{"Chunk C", "method", "INV total median", "INV total p99", "Finite",
+                                                "INV power median", "INV power p99"}));
+  std::vector<std::string> order;
+  for (size_t i = 2; i < cells.size(); ++i) order.push_back(cells[i][0] + "/" + cells[i][1]);
+  EXPECT_EQ(order, (std::vector<std::string>{"16/neumann", "16/flashkda_v2", "32/neumann", "32/flashkda_v2"}));
+  for (size_t i = 2; i < 4; ++i) EXPECT_EQ(cells[i][4], "100%") << md.output;
+  // FP16 Neumann and the FP32 substitution with BF16 merges differ on the exact L.
+  EXPECT_NE(cells[2][5], cells[3][5]) << md.output;
+  for (size_t i = 4; i < 6; ++i) {
+    EXPECT_EQ(cells[i][2], "inf") << md.output;
+    EXPECT_EQ(cells[i][3], "inf") << md.output;
+    EXPECT_EQ(cells[i][4], "0%") << md.output;
+    EXPECT_NE(cells[i][5], "inf") << md.output;  // on the exact L every method is finite
+  }
+  // The same cells in the article's table (method, chunk, ..., INV total): "inf" there too.
+  const auto k3 = run_chunkinv("table '" + report + "' --preset k3-exponent", dir);
+  ASSERT_EQ(k3.status, 0) << k3.errors;
+  const auto article = markdown_cells(k3.output);
+  ASSERT_EQ(article.at(0).at(5), "INV total") << k3.output;
+  size_t infinite = 0;
+  for (size_t i = 2; i < article.size(); ++i) {
+    if (article[i][1] != "32") continue;
+    EXPECT_EQ(article[i][5], cells[4][2]) << k3.output;
+    ++infinite;
+  }
+  EXPECT_EQ(infinite, 2u) << k3.output;
+
+  const auto tex = run_chunkinv("table '" + report + "' --preset methods --format latex", dir);
+  ASSERT_EQ(tex.status, 0) << tex.errors;
+  EXPECT_NE(tex.output.find("\\multicolumn{5}{c}{emulated, $n = 50$}"), std::string::npos) << tex.output;
+  EXPECT_NE(tex.output.find("\n32 & neumann & {$\\infty$} & {$\\infty$} & 0 & "), std::string::npos) << tex.output;
+  const auto csv = run_chunkinv("table '" + report + "' --preset methods --format csv", dir);
+  ASSERT_EQ(csv.status, 0) << csv.errors;
+  EXPECT_NE(csv.output.find("\nfloor,32,128,emulated,neumann,-5,50,inf,inf,0,"), std::string::npos) << csv.output;
 }
 
 TEST(TableCommand, UnknownPresetExitsTwoWithTheNearestName) {
