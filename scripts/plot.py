@@ -16,6 +16,9 @@ format from the file name (.png, .pdf, .svg). Reads only the report JSON.
 usage: scripts/plot.py REPORT... -o FILE.png|pdf|svg [--x AXIS] [--facet AXIS]
                        [--metric NAME]... [--no-share] [--where AXIS=V1,V2]...
                        [--width single|double] [--columns N] [--dpi N]
+       scripts/plot.py --methods REPORT... -o FILE [--cost BENCH_JSON]... [--metric NAME]
+                       [--where AXIS=V1,V2]... [--width single|double] [--columns N] [--dpi N]
+       scripts/plot.py --trace SEARCH_JSON... -o FILE [--no-lanes] [--hline VALUE=LABEL]...
 """
 
 import argparse
@@ -24,6 +27,7 @@ import json
 import math
 import os
 import sys
+import textwrap
 from collections import OrderedDict
 
 SCHEMAS = ("chunkinv.report/2", "chunkinv.report/1")
@@ -612,9 +616,448 @@ def plot_trace(argv):
     return 0
 
 
+# --- method comparison (--methods; docs/figures.md) -------------------------
+TAIL = "p99"  # the highest percentile a report holds (SPEC §5)
+
+
+def axes_key(axes):
+    """Axes as one string, equal where the configurations are (-5 and -5.0 alike)."""
+    return json.dumps({k: float(v) if is_number(v) else v for k, v in axes.items()}, sort_keys=True)
+
+
+def read_bench(path):
+    """A `chunkinv bench --format json` report: per row its axes, the cost per
+    sample in microseconds (the GPU's own time of the launches, compute_ms,
+    where the path has one; the path's wall time, path_ms, on a CPU path), and
+    how many methods shared the timed run it comes from."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise ReportError(f"bench report {path}: cannot be opened ({e.strerror})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ReportError(f"bench report {path}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list) or "cpu_samples" not in doc:
+        raise ReportError(f"bench report {path}: not the JSON of chunkinv bench (\"results\", \"cpu_samples\")")
+    rows = []
+    for i, r in enumerate(doc["results"]):
+        where = f"bench report {path}: results[{i}]"
+        if not isinstance(r, dict) or not isinstance(r.get("axes"), dict) or "path" not in r["axes"]:
+            raise ReportError(f"{where}: \"axes\" with a path is missing")
+        samples = r.get("samples")
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+            raise ReportError(f"{where}: \"samples\" must be a positive integer")
+        gpu = r.get("compute_ms") is not None
+        field = "compute_ms" if gpu else "path_ms"
+        ms = number(r[field], f"{where}: {field}") if r.get(field) is not None else math.nan
+        axes = dict(r["axes"])
+        axes.setdefault("method", "neumann")
+        if axes["path"] == "gold" and axes["method"] == "exact":
+            continue  # the gold's own entry: the reference, run by no path, in every bench of the gold
+        rows.append({"axes": axes, "option": r.get("path_option", axes["path"]), "field": field,
+                     "cost": ms * 1e3 / samples, "threads": doc.get("threads"), "bench": path})
+    # A path runs every method of a configuration in one timed run (src/cli/bench.cpp):
+    # those rows hold one time, not one per method.
+    runs = {}
+    for r in rows:
+        config = {k: v for k, v in r["axes"].items() if k != "method"}
+        runs.setdefault((r["option"], axes_key(config)), []).append(r)
+    for run in runs.values():
+        for r in run:
+            r["shared"] = len(run)
+    return rows
+
+
+class MethodLayout:
+    """A panel per family and chunk size (and per value of any other axis that
+    varies, but path and method), a row of panels per path, a series per
+    method; x is the cost per sample, or the method where there is no cost."""
+
+    def __init__(self, entries, costs):
+        self.entries = entries
+        self.costs = costs
+        # Where x is a cost, a panel or a row with nothing to place is left out
+        # (the note under the figure names what has no bench row).
+        placed = [e for e in entries if self.x_of(e) is not None] if costs is not None else entries
+        axes = list(OrderedDict.fromkeys(k for e in entries for k in e["axes"]))
+        values = {a: distinct(e["axes"][a] for e in entries if a in e["axes"]) for a in axes}
+        self.facet_axes = [a for a in ("family", "chunk") if a in axes]
+        self.facet_axes += [a for a in axes if len(values[a]) > 1 and a not in self.facet_axes + list(SERIES_AXES)]
+        order = {a: {value_text(v): i for i, v in enumerate(values[a])} for a in self.facet_axes}
+        self.facets = sorted(OrderedDict.fromkeys(self.facet_key(e) for e in placed),
+                             key=lambda k: [order[a].get(value_text(v), -1) for a, v in zip(self.facet_axes, k)])
+        # A row of panels per family when the chunk sizes fit in one.
+        self.chunks = len(values["chunk"]) if "chunk" in values else 0
+        self.paths = distinct(e["axes"]["path"] for e in placed)
+        self.methods = distinct(e["axes"]["method"] for e in entries)
+        seen, repeated = set(), False
+        for e in entries:
+            key = axes_key(e["axes"])
+            repeated = repeated or key in seen
+            seen.add(key)
+        self.by_report = repeated
+        self.reports = distinct(os.path.basename(e["report"]) for e in entries)
+        self.series = list(OrderedDict.fromkeys(self.series_key(e) for e in entries))
+        # What set_x_axis asks of a layout, where x is the method.
+        self.x, self.x_values, self.x_numeric = "method", self.methods, False
+
+    facet_title = Layout.facet_title
+    series_label = Layout.series_label
+
+    def facet_key(self, e):
+        return tuple(e["axes"].get(a, "") for a in self.facet_axes)
+
+    def series_key(self, e):
+        key = (value_text(e["axes"]["method"]),)
+        return key + ((os.path.basename(e["report"]),) if self.by_report else ())
+
+    def cost_row(self, e):
+        return self.costs.get(axes_key(e["axes"])) if self.costs is not None else None
+
+    def x_of(self, e):
+        """The cost per sample (None where the bench has none), or the method's
+        place, set apart per report where several hold it."""
+        if self.costs is not None:
+            row = self.cost_row(e)
+            return row["cost"] if row and math.isfinite(row["cost"]) and row["cost"] > 0 else None
+        x = float(self.methods.index(e["axes"]["method"]))
+        if self.by_report:
+            x += dodge(self, self.reports.index(os.path.basename(e["report"])), len(self.reports))
+        return x
+
+    def points(self, facet, path, series):
+        return [e for e in self.entries if self.facet_key(e) == facet and e["axes"]["path"] == path
+                and self.series_key(e) == series and self.x_of(e) is not None]
+
+
+def pareto_front(points):
+    """The (cost, error) points that no other point beats on both, by cost:
+    each has a lower error than every cheaper one."""
+    front, best = [], math.inf
+    for x, y in sorted(points):
+        if y < best:
+            front.append((x, y))
+            best = y
+    return front
+
+
+def cost_note(layout, wrap):
+    """What the cost on x is, whether it is a cost per method, and what has none."""
+    if layout.costs is None:
+        return ""
+    shown = [layout.cost_row(e) for e in layout.entries]
+    rows = [r for r in shown if r is not None]
+    measures = OrderedDict()
+    for r in rows:
+        what = ("GPU time of its launches (compute_ms)" if r["field"] == "compute_ms"
+                else f"CPU wall time of the path (path_ms, {r['threads']} threads)")
+        measures.setdefault(what, []).append(r["axes"]["path"])
+    parts = ["x: time per sample from chunkinv bench; " + "; ".join(
+        f"{', '.join(OrderedDict.fromkeys(paths))}: {what}" for what, paths in measures.items())
+        + ". A path's time covers its whole work on a sample: forming its L, and each method on it and on the gold "
+        "L (once on the gold)."]
+    shared = max((r["shared"] for r in rows), default=1)
+    if shared > 1:
+        parts.append(f"Not a cost per method: bench timed up to {shared} methods in one run of a path, so methods "
+                     "of one configuration share one time. Bench one method per run to separate them.")
+    missing = [e for e, r in zip(layout.entries, shown) if r is None]
+    if missing:
+        names = list(OrderedDict.fromkeys(f"{e['axes']['path']} / {e['axes']['method']}" for e in missing))
+        more = f" and {len(names) - 4} more" if len(names) > 4 else ""
+        parts.append(f"Not drawn, no bench row: {', '.join(names[:4])}{more} ({len(missing)} entries).")
+    return "\n".join(textwrap.fill(p, wrap) for p in parts)
+
+
+def methods_legend(layout, metric, styles, with_front):
+    """The methods drawn, then what the marker, the line and the ring stand for."""
+    from matplotlib.lines import Line2D
+
+    drawn = {layout.series_key(e) for e in layout.entries if layout.x_of(e) is not None}
+    handles = [Line2D([], [], color=styles[k][0], markersize=4.5, linestyle="none", label=layout.series_label(k),
+                      **styles[k][1]) for k in layout.series if k in drawn]
+    n = sample_counts(layout.entries)
+    handles.append(Line2D([], [], color="0.4", marker="_", markersize=5, markeredgewidth=0.9, linewidth=0.9,
+                          label=f"median, line up to {TAIL} of {n}"))
+    if any(math.isfinite(e["metrics"][metric]["median"]) and not math.isfinite(e["metrics"][metric][TAIL])
+           for e in layout.entries):
+        handles.append(Line2D([], [], color="0.4", linestyle=(0, (2, 1.5)), linewidth=0.8,
+                              label=f"{TAIL} not finite"))
+    if with_front:
+        handles.append(Line2D([], [], color="0.25", linestyle=":", linewidth=0.8, marker="o", markersize=6.5,
+                              markerfacecolor="none", markeredgecolor="0.2", markeredgewidth=0.6,
+                              label="Pareto front of the medians"))
+    return handles
+
+
+def plot_methods_panel(ax, strip, layout, facet, path, metric, strip_rows, styles, top, first_column, stagger):
+    """Each method's median with a line up to its tail; the non-finite counts
+    in the strip above; the Pareto front of the medians where x is a cost."""
+    from matplotlib.transforms import offset_copy
+
+    front = []
+    for key in layout.series:
+        colour, marks = styles[key]
+        pts = layout.points(facet, path, key)
+        for e in pts:
+            x, s = layout.x_of(e), e["metrics"][metric]
+            med, tail = s["median"], s[TAIL]
+            if not math.isfinite(med):
+                continue
+            if math.isfinite(tail):
+                ax.plot([x, x], [med, tail], color=colour, linewidth=0.9, alpha=0.7)
+                ax.plot([x], [tail], color=colour, marker="_", markersize=5, markeredgewidth=0.9)
+            else:  # open upwards: a dashed line to the top
+                ax.plot([x, x], [med, top], color=colour, linestyle=(0, (2, 1.5)), linewidth=0.8, alpha=0.8)
+            ax.plot([x], [med], color=colour, markersize=4, linestyle="none", zorder=3, **marks)
+            front.append((x, med))
+        if strip is not None and key in strip_rows:
+            # Where x is a cost, methods may share a place: a row each. Where x
+            # is the method, one row holds every count.
+            row = strip_rows.index(key) if layout.costs is not None else 0
+            if first_column and layout.costs is not None:
+                # 4 pt left of the panel, whatever its width, clear of the strip's label.
+                at = offset_copy(strip.get_yaxis_transform(), fig=strip.figure, x=-4, units="points")
+                strip.plot([0], [row], transform=at, linestyle="none", color=colour, markersize=3.2,
+                           clip_on=False, **marks)
+            for e in pts:
+                bad = e["samples"] - e["metrics"][metric]["finite_count"]
+                y = row + (0.22 if layout.methods.index(e["axes"]["method"]) % 2 else -0.22) if stagger else row
+                if bad > 0:
+                    strip.text(layout.x_of(e), y, "all" if bad == e["samples"] else f"{int(bad)}", fontsize=5.5,
+                               ha="center", va="center", color=colour, clip_on=False)
+    if layout.costs is not None:
+        front = pareto_front(front)
+        if front:
+            xs, ys = [p[0] for p in front], [p[1] for p in front]
+            ax.step(xs, ys, where="post", color="0.25", linestyle=":", linewidth=0.8, zorder=1)
+            ax.plot(xs, ys, linestyle="none", marker="o", markersize=7.5, markerfacecolor="none",
+                    markeredgecolor="0.2", markeredgewidth=0.6, zorder=1)
+
+
+def text_width(plt, text, size=8):
+    """The width of a line of text in inches, measured on a scratch figure."""
+    scratch = plt.figure(figsize=(2, 1))
+    try:
+        box = scratch.text(0, 0, text, fontsize=size).get_window_extent(scratch.canvas.get_renderer())
+        return box.width / scratch.dpi
+    finally:
+        plt.close(scratch)
+
+
+def cost_axis(ax, lo, hi):
+    """A log axis over the costs; within two decades ticks at 1, 2 and 5 and
+    their labels as plain numbers, so that a narrow range still reads."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_xscale("log")
+    ax.set_xlim(lo / 2 ** 0.7, hi * 2 ** 0.7)
+    if hi / lo < 100:
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def methods_figure(layout, metric, width, columns, plt, np):
+    series, facets = layout.series, layout.facets
+    styles = {k: series_style(i) for i, k in enumerate(series)}
+    with_cost = layout.costs is not None
+    strips = {p: [k for k in series if any(e["axes"]["path"] == p and layout.series_key(e) == k
+                                           and layout.x_of(e) is not None
+                                           and e["samples"] - e["metrics"][metric]["finite_count"] > 0
+                                           for e in layout.entries)] for p in layout.paths}
+    strip_heights = {p: len(rows) if with_cost else min(1, len(rows)) for p, rows in strips.items()}
+    fit = layout.chunks if 0 < layout.chunks <= MAX_COLUMNS[width] else MAX_COLUMNS[width]
+    ncols = min(len(facets), columns or fit)
+    nblocks = math.ceil(len(facets) / ncols)
+    fig_w = WIDTHS[width]
+    panel_w = fig_w / ncols
+    panel_h = min(max(panel_w * 0.7, 1.15), 1.7)
+    stagger = not with_cost and 0.85 * panel_w / max(1, len(layout.methods)) < 0.15
+    block = []
+    for p in layout.paths:
+        if strips[p]:
+            block.append(("strip", p, (0.19 if stagger else 0.1) * strip_heights[p] + 0.04))
+        block.append(("metric", p, panel_h))
+    # Method names under the last row, slanted where they crowd, upright where
+    # even slanted they would not fit (about 0.055 in a character at 7 pt).
+    longest = max(len(m) for m in map(str, layout.methods))
+    steep = not with_cost and panel_w / len(layout.methods) < 0.3
+    labels = 0.36 if with_cost else 0.2 + (1.0 if steep else 0.5) * 0.055 * longest
+    # Titles on two lines where "family, C = 16" is wider than a panel (the
+    # width less the y labels'), and smaller where a family's name alone is.
+    room = (fig_w - 0.5) / ncols - 0.1
+    titles = [layout.facet_title(f) for f in facets]
+    two_lines = max(text_width(plt, t) for t in titles) > room
+    if two_lines:
+        titles = [t.replace(", ", "\n", 1) for t in titles]
+    widest = max(text_width(plt, line) for t in titles for line in t.split("\n"))
+    title_size = 8 if widest <= room else max(5.5, 8 * room / widest)
+    block_h = sum(h for _, _, h in block) + (0.3 if two_lines else 0.18) + labels
+    # One y range per path, over every panel; x (a cost) one range for all.
+    limits = {}
+    for p in layout.paths:
+        v = [e["metrics"][metric][k] for e in layout.entries if e["axes"]["path"] == p for k in ("median", TAIL)]
+        v = [x for x in v if math.isfinite(x)]
+        limits[p] = None if not v else (min(v) / 2.5, max(v) * 2.5) if min(v) > 0 else (min(v) - 1, max(v) + 1)
+    xs = [x for x in (layout.x_of(e) for e in layout.entries) if x is not None]
+
+    # A front wherever a cost and a finite median meet.
+    with_front = with_cost and any(layout.x_of(e) is not None and math.isfinite(e["metrics"][metric]["median"])
+                                   for e in layout.entries)
+    note = cost_note(layout, int(fig_w / 0.048))
+    note_h = 0.115 * (note.count("\n") + 1) + 0.06 if note else 0
+    handles = methods_legend(layout, metric, styles, with_front)
+    legend_cols, legend_h = legend_size(handles, fig_w, plt)
+    legend_h += 0.06
+    heights = [legend_h] + [block_h] * nblocks + ([note_h] if note else [])
+    fig = plt.figure(figsize=(fig_w, sum(heights)), layout="constrained")
+    fig.get_layout_engine().set(h_pad=0.01, w_pad=0.01, hspace=0.0, wspace=0.0)
+    parts = list(np.atleast_1d(fig.subfigures(len(heights), 1, height_ratios=heights)))
+    legend_ax = parts[0].add_subplot()
+    legend_ax.axis("off")
+    legend_ax.legend(handles=handles, loc="center", ncol=legend_cols, **LEGEND_STYLE)
+    if note:
+        parts[-1].text(0.0, 0.5, note, ha="left", va="center", fontsize=6, color="0.25", linespacing=1.25)
+
+    grids = [parts[1 + b].add_gridspec(len(block), ncols, height_ratios=[h for _, _, h in block])
+             for b in range(nblocks)]
+    for f, facet in enumerate(facets):
+        b, col = divmod(f, ncols)
+        sub, grid = parts[1 + b], grids[b]
+        top_ax, strip = None, None
+        for r, (kind, p, _) in enumerate(block):
+            if kind == "strip":
+                strip = sub.add_subplot(grid[r, col])
+                top_ax = top_ax or strip
+                continue
+            ax = sub.add_subplot(grid[r, col])
+            top_ax = top_ax or ax
+            lim = limits[p]
+            if lim and lim[0] > 0:
+                ax.set_yscale("log")
+            has_strip = r > 0 and block[r - 1][0] == "strip"
+            plot_methods_panel(ax, strip if has_strip else None, layout, facet, p, metric, strips[p], styles,
+                               lim[1] * 10 if lim else 1.0, col == 0, stagger)
+            if lim:
+                ax.set_ylim(*lim)
+            else:
+                ax.text(0.5, 0.5, "no finite values", ha="center", va="center", transform=ax.transAxes,
+                        fontsize=7, color="0.4")
+            if col == 0:
+                ax.set_ylabel(f"{p}\n" + METRIC_LABELS.get(metric, metric.replace("_", " ")))
+            if has_strip:
+                style_strip(strip, ax, strip_heights[p], col == 0)
+            if with_cost:
+                cost_axis(ax, min(xs), max(xs))
+            else:
+                set_x_axis(ax, layout, panel_w)
+                if steep:
+                    ax.set_xticklabels([tick_text(m) for m in layout.methods], rotation=90, ha="center")
+            ax.grid(True, which="major", color="0.88", linewidth=0.5)
+            ax.set_axisbelow(True)
+            if col != 0:
+                ax.tick_params(axis="y", which="both", labelleft=False)
+            if r == len(block) - 1:
+                ax.set_xlabel("time per sample (µs)" if with_cost else "method")
+            else:
+                ax.tick_params(axis="x", which="both", labelbottom=False)
+        top_ax.set_title(titles[f], pad=3, fontsize=title_size)
+    return fig
+
+
+def save(fig, output, dpi):
+    ext = os.path.splitext(output)[1].lower()
+    # No dates in the file: the same report gives the same bytes.
+    metadata = {".png": {"Software": None}, ".pdf": {"CreationDate": None, "ModDate": None},
+                ".svg": {"Date": None}}[ext]
+    try:
+        fig.savefig(output, dpi=dpi, metadata=metadata)
+    except OSError as e:
+        raise ReportError(f"output {output}: cannot be written ({e.strerror})") from None
+
+
+def import_matplotlib():
+    """(plt, np), or None after a line on stderr saying what is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import numpy as np
+    except ImportError as err:
+        print(f"plot.py: {sys.executable} lacks matplotlib/numpy ({err.name}); install them "
+              "(Debian: apt-get install python3-matplotlib) or run the script with a Python that has them",
+              file=sys.stderr)
+        return None
+    return plt, np
+
+
+def plot_methods(argv):
+    """scripts/plot.py --methods REPORT... -o FILE [--cost BENCH_JSON]...: each
+    method's error per family and chunk size, its median with a line up to its
+    p99, against its cost per sample from `chunkinv bench --format json` (the
+    Pareto front marked), or against the method where no cost is given."""
+    parser = argparse.ArgumentParser(prog="plot.py --methods", description=plot_methods.__doc__.split("\n")[0])
+    parser.add_argument("reports", nargs="+", help="chunkinv report JSON files with a method axis")
+    parser.add_argument("-o", "--output", required=True, help="FILE.png, FILE.pdf or FILE.svg")
+    parser.add_argument("--cost", action="append", default=[], metavar="BENCH_JSON",
+                        help="chunkinv bench --format json output (repeatable: one per bench run)")
+    parser.add_argument("--metric", default=DEFAULT_METRICS[0],
+                        help=f"the error (default {DEFAULT_METRICS[0]}; inv_gold_l_rel_rmse: on the exact L)")
+    parser.add_argument("--where", action="append", metavar="AXIS=V1,V2",
+                        help="only entries whose AXIS is one of the values (repeatable)")
+    parser.add_argument("--width", choices=sorted(WIDTHS), default="single",
+                        help="single: one column (3.5 in), double: the text width (7.16 in)")
+    parser.add_argument("--columns", type=int,
+                        help="panels per row (default: the chunk sizes where they fit, else 3 single, 5 double)")
+    parser.add_argument("--dpi", type=int, default=300, help="resolution of a PNG (default 300)")
+    args = parser.parse_args(argv)
+    if not args.output.lower().endswith(EXTENSIONS):
+        parser.error("the output must end in .png, .pdf or .svg")
+    if args.columns is not None and args.columns < 1:
+        parser.error("--columns must be at least 1")
+    metric = ALIASES.get(args.metric, args.metric)
+    entries = []
+    for path in args.reports:
+        entries += read_report(path)
+    filters = parse_where(args.where, {k for e in entries for k in e["axes"]})
+    entries = [e for e in entries if keep(e, filters)]
+    if not entries:
+        raise ReportError("no results to plot" + (" (--where left none)" if filters else ""))
+    if not any(metric in e["metrics"] for e in entries):
+        known = sorted({k for e in entries for k in e["metrics"]})
+        raise ReportError(f"no entry has the metric \"{metric}\"{nearest(metric, known)}; "
+                          f"the reports hold: {', '.join(known)}")
+    # The gold's own entry (the reference) has no error: not drawn.
+    entries = [e for e in entries if metric in e["metrics"]]
+    costs = None
+    if args.cost:
+        costs = {}
+        for path in args.cost:
+            for row in read_bench(path):
+                key = axes_key(row["axes"])
+                if key in costs:
+                    raise ReportError(f"--cost: {row['axes']['path']} / {row['axes']['method']} at one configuration "
+                                      f"is timed in {costs[key]['bench']} and in {path} (path {costs[key]['option']} "
+                                      f"and {row['option']}); give one")
+                costs[key] = row
+    layout = MethodLayout(entries, costs)
+    if not layout.facets:
+        raise ReportError(f"--cost: no bench row has the configuration of an entry plotted (the bench holds "
+                          f"{len(costs)} rows; were it and the run given the same axes?)")
+    libs = import_matplotlib()
+    if libs is None:
+        return 2
+    plt, np = libs
+    style(plt)
+    save(methods_figure(layout, metric, args.width, args.columns, plt, np), args.output, args.dpi)
+    return 0
+
+
 def main(argv):
     if argv and argv[0] == "--trace":
         return plot_trace(argv[1:])
+    if "--methods" in argv:
+        return plot_methods([a for a in argv if a != "--methods"])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("reports", nargs="+", help="chunkinv report JSON files")
     parser.add_argument("-o", "--output", required=True, help="FILE.png, FILE.pdf or FILE.svg")
@@ -654,26 +1097,12 @@ def main(argv):
     with_share = not args.no_share and any(SHARE_METRIC in e["metrics"] for e in entries)
     layout = Layout(entries, args.x, args.facet)
 
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import numpy as np
-    except ImportError as err:
-        print(f"plot.py: {sys.executable} lacks matplotlib/numpy ({err.name}); install them "
-              "(Debian: apt-get install python3-matplotlib) or run the script with a Python that has them",
-              file=sys.stderr)
+    libs = import_matplotlib()
+    if libs is None:
         return 2
+    plt, np = libs
     style(plt)
-    fig = figure(layout, metrics, with_share, args.width, args.columns, plt, np)
-    ext = os.path.splitext(args.output)[1].lower()
-    # No dates in the file: the same report gives the same bytes.
-    metadata = {".png": {"Software": None}, ".pdf": {"CreationDate": None, "ModDate": None},
-                ".svg": {"Date": None}}[ext]
-    try:
-        fig.savefig(args.output, dpi=args.dpi, metadata=metadata)
-    except OSError as e:
-        raise ReportError(f"output {args.output}: cannot be written ({e.strerror})") from None
+    save(figure(layout, metrics, with_share, args.width, args.columns, plt, np), args.output, args.dpi)
     return 0
 
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -750,6 +751,143 @@ TEST(PlotScript, RefusesABadReportAnUnknownAxisAndAnUnknownMetric) {
   EXPECT_NE(r.out.find("did you mean \"inv_total_rel_rmse\""), std::string::npos) << r.out;
   r = testing::run_shell(plot_command("'" + report + "' -o '" + dir.file("out.jpg") + "' 2>&1"));
   EXPECT_EQ(r.status, 2);
+  EXPECT_FALSE(std::ifstream(png).good());
+}
+
+
+// A method comparison at two families and two chunks, on the gold's L and the
+// emulated path's; neumann loses every emulated inverse at C = 32 and 30 of
+// 100 on model_like at C = 16.
+Report method_sweep_report() {
+  Report r;
+  for (const char* family : {"floor", "model_like"}) {
+    for (int c : {16, 32}) {
+      ReportEntry g = testing::make_gold_entry(family, c);
+      g.axes["method"] = "exact";
+      r.results.push_back(g);
+      for (const char* path : {"gold", "emulated"}) {
+        for (const char* method : {"neumann", "fwdsub_fp32", "flashkda_v2"}) {
+          testing::EntrySpec s;
+          s.family = family;
+          s.chunk = c;
+          s.path = path;
+          const bool neumann = std::string(method) == "neumann", emulated = std::string(path) == "emulated";
+          s.inv_total_median = neumann ? 2.0e-6 : std::string(method) == "fwdsub_fp32" ? 1.0e-6 : 3.0e-6;
+          if (neumann && emulated) s.inv_finite = c == 32 ? 0 : std::string(family) == "model_like" ? 70 : 100;
+          ReportEntry e = testing::make_entry(s);
+          e.axes["method"] = method;
+          r.results.push_back(e);
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// `chunkinv bench --format json` output for the entries of `report` on
+// `paths` whose method is in `us` (and the gold's own, which every bench of
+// the gold lists): each configuration's methods timed in one run (so they
+// share its time), at `us` microseconds per sample for each method.
+std::string bench_json(const Report& report, const std::map<std::string, double>& us,
+                       const std::set<std::string>& paths = {"emulated"}) {
+  nlohmann::json results = nlohmann::json::array();
+  for (const auto& e : report.results) {
+    const std::string path = e.axes["path"], method = e.axes["method"];
+    const bool own = path == "gold" && method == "exact";
+    if (!paths.count(path) || (!us.count(method) && !own)) continue;
+    const double ms = (own ? 5.0 : us.at(method)) * 256 / 1000.0;
+    results.push_back({{"axes", e.axes}, {"path_option", path}, {"samples", 256}, {"path_ms", ms},
+                       {"compute_ms", nullptr}, {"end_to_end_ms", 2 * ms}});
+  }
+  return nlohmann::json{{"samples", 65536}, {"cpu_samples", 256}, {"threads", 2}, {"results", results}}.dump(1);
+}
+
+TEST(PlotScript, MethodsAgainstCostWithTheParetoFrontAndNonFiniteCountsApart) {
+  if (!plot_python_ready()) GTEST_SKIP() << "/usr/bin/python3 has no matplotlib and numpy";
+  testing::TempDir dir;
+  const Report sweep = method_sweep_report();
+  const std::string report = testing::write_report(dir, "methods.json", sweep);
+
+  // Without a cost, x is the method: a panel per family and chunk, a row per
+  // path (the gold's own entry not drawn), the counts of non-finite samples apart.
+  const std::string svg = dir.file("methods.svg");
+  auto r = testing::run_shell(plot_command("--methods '" + report + "' -o '" + svg + "' 2>&1"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::string text = read_file(svg);
+  for (const char* want : {"neumann", "fwdsub_fp32", "flashkda_v2", "floor, ", "model_like, ", "non-finite", ">all<",
+                           ">30<", "median, line up to p99 of", "emulated", "gold", ">method<"}) {
+    EXPECT_NE(text.find(want), std::string::npos) << want;
+  }
+  EXPECT_EQ(text.find("exact"), std::string::npos);
+  EXPECT_EQ(text.find("Pareto"), std::string::npos);  // no cost, no front
+
+  // Each method benched on its own, on both paths: a cost per method, and
+  // the front (the gold's own entry, in every file, is not a conflict).
+  std::vector<std::string> costs;
+  const std::map<std::string, double> us_of{{"neumann", 40}, {"fwdsub_fp32", 20}, {"flashkda_v2", 30}};
+  for (const auto& [method, us] : us_of) {
+    costs.push_back(testing::write_text(dir, "bench-" + method + ".json",
+                                        bench_json(sweep, {{method, us}}, {"gold", "emulated"})));
+  }
+  r = testing::run_shell(plot_command("--methods '" + report + "' -o '" + svg + "' --cost '" + costs[0] + "' --cost '" +
+                                      costs[1] + "' --cost '" + costs[2] + "' --where family=floor 2>&1"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  text = read_file(svg);
+  for (const char* want : {"time per sample", "Pareto front of the medians", "gold, emulated: CPU wall time",
+                           "2 threads", ">all<"}) {
+    EXPECT_NE(text.find(want), std::string::npos) << want;
+  }
+  EXPECT_EQ(text.find("Not a cost per method"), std::string::npos);
+  EXPECT_EQ(text.find("no bench row"), std::string::npos);
+
+  // All methods in one bench run share its time: the figure says so. The
+  // gold was not benched: its row is left out and named.
+  const std::string shared = testing::write_text(
+      dir, "bench.json", bench_json(sweep, {{"neumann", 30}, {"fwdsub_fp32", 30}, {"flashkda_v2", 30}}));
+  const std::string png = dir.file("methods.png");
+  r = testing::run_shell(plot_command("--methods '" + report + "' -o '" + svg + "' --cost '" + shared + "' 2>&1"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  text = read_file(svg);
+  EXPECT_NE(text.find("Not a cost per method: bench timed up to 3 methods"), std::string::npos);
+  EXPECT_NE(text.find("no bench row: gold / neumann"), std::string::npos);
+  ASSERT_EQ(testing::run_shell(plot_command("--methods '" + report + "' -o '" + png + "' --dpi 100 --cost '" +
+                                            shared + "'")).status,
+            0);
+  EXPECT_EQ(png_width(read_file(png)), 350u);
+  ASSERT_EQ(testing::run_shell(plot_command("--methods '" + report + "' -o '" + png + "' --dpi 100 --width double"))
+                .status,
+            0);
+  EXPECT_EQ(png_width(read_file(png)), 716u);
+
+  // The front: each point has a lower error than every cheaper one (ties in
+  // cost: the lower error only).
+  r = testing::run_shell("cd '" + std::string(CHUNKINV_SOURCE_DIR) + "/scripts' && /usr/bin/python3 -B -c "
+                         "'import plot; print(plot.pareto_front("
+                         "[(3, 1e-6), (1, 5e-6), (2, 5e-6), (1, 4e-6), (4, 2e-6), (5, 5e-7)]))'");
+  EXPECT_EQ(r.out, "[(1, 4e-06), (3, 1e-06), (5, 5e-07)]\n");
+}
+
+TEST(PlotScript, MethodsRefuseABenchThatIsNotOneOrMatchesNothing) {
+  if (!plot_python_ready()) GTEST_SKIP() << "/usr/bin/python3 has no matplotlib and numpy";
+  testing::TempDir dir;
+  const Report sweep = method_sweep_report();
+  const std::string report = testing::write_report(dir, "methods.json", sweep);
+  const std::string png = dir.file("out.png");
+  auto r = testing::run_shell(plot_command("--methods '" + report + "' -o '" + png + "' --cost '" + report + "' 2>&1"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("not the JSON of chunkinv bench"), std::string::npos) << r.out;
+  Report other;
+  ReportEntry e = testing::make_entry(testing::EntrySpec{});
+  e.axes["method"] = "neumann";
+  e.axes["dim"] = 64;
+  other.results.push_back(e);
+  const std::string bench = testing::write_text(dir, "bench.json", bench_json(other, {{"neumann", 10}}));
+  r = testing::run_shell(plot_command("--methods '" + report + "' -o '" + png + "' --cost '" + bench + "' 2>&1"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("no bench row has the configuration"), std::string::npos) << r.out;
+  r = testing::run_shell(plot_command("--methods '" + report + "' -o '" + png + "' --metric inv_totl_rel_rmse 2>&1"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("did you mean \"inv_total_rel_rmse\""), std::string::npos) << r.out;
   EXPECT_FALSE(std::ifstream(png).good());
 }
 
