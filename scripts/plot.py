@@ -656,8 +656,13 @@ def read_bench(path):
             continue  # the gold's own entry: the reference, run by no path, in every bench of the gold
         rows.append({"axes": axes, "option": r.get("path_option", axes["path"]), "field": field,
                      "cost": ms * 1e3 / samples, "threads": doc.get("threads"), "bench": path})
-    # A path runs every method of a configuration in one timed run (src/cli/bench.cpp):
+    # Bench times each method in runs of its own ("methods_timed_apart"); an
+    # older bench ran every method of a configuration in one timed run, and
     # those rows hold one time, not one per method.
+    if doc.get("methods_timed_apart") is True:
+        for r in rows:
+            r["shared"] = 1
+        return rows
     runs = {}
     for r in rows:
         config = {k: v for k, v in r["axes"].items() if k != "method"}

@@ -4,7 +4,7 @@
 // on a small batch (the kernel must match it bit for bit), then timed: the
 // path alone (the GPU's own time by CUDA events: upload, launches,
 // download; the host's packing apart) and the whole sample loop end to end
-// (inputs, gold, path, metrics).
+// (inputs, gold, path, metrics). Each method is timed in runs of its own.
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -162,6 +163,16 @@ void bench(const BenchArgs& a) {
   spec.grids.push_back({{"family", "floor"}});
   for (const auto& ax : a.axes) apply_axis(spec, ax);
   const std::vector<Point> points = expand(spec);
+  // Each method is timed in runs of its own, so that a row's time is its
+  // method's: the path forms L for that method alone and runs it (on its L
+  // and on the gold L). Methods in the order the axis gives them.
+  std::vector<std::vector<Point>> by_method;
+  for (const Point& p : points) {
+    auto it = std::find_if(by_method.begin(), by_method.end(),
+                           [&](const std::vector<Point>& v) { return v[0].method == p.method; });
+    if (it == by_method.end()) by_method.push_back({p});
+    else it->push_back(p);
+  }
   std::vector<PathChoice> chosen = parse_paths(a.paths);
   std::optional<OutputFile> out;  // a bad destination fails now, not after the timings
   if (!a.output.empty()) out.emplace(a.output);
@@ -177,15 +188,17 @@ void bench(const BenchArgs& a) {
     for (const PathChoice& choice : chosen) {
       const bool gpu = choice.spec->device == Device::kGpu;
       const uint64_t n = gpu ? a.samples : std::min(a.samples, a.cpu_samples);
-      const Plan plan = Runner({choice}, one).plan(points);
-      const uint64_t need = run_memory(plan, n, n, false).batch;
-      if (need > budget.bytes / 10 * 9)
-        throw UsageError(fmt::format("{} {}: a timed run of path {} holds all its samples at once, {}, more than the {} "
-                                     "this process may use ({}); use fewer (or raise --max-memory)",
-                                     gpu ? "--samples" : "--cpu-samples", n, choice.label(), format_bytes(double(need)),
-                                     format_bytes(double(budget.bytes)), budget.source));
-      for (size_t g = 0; g < plan.groups.size(); ++g)
-        work += double(n) * (a.repeat + (gpu ? 1 : 0)) + (gpu ? double(std::min(a.validate, n)) : 0.0);
+      for (const auto& mpoints : by_method) {
+        const Plan plan = Runner({choice}, one).plan(mpoints);
+        const uint64_t need = run_memory(plan, n, n, false).batch;
+        if (need > budget.bytes / 10 * 9)
+          throw UsageError(fmt::format("{} {}: a timed run of path {} holds all its samples at once, {}, more than the "
+                                       "{} this process may use ({}); use fewer (or raise --max-memory)",
+                                       gpu ? "--samples" : "--cpu-samples", n, choice.label(), format_bytes(double(need)),
+                                       format_bytes(double(budget.bytes)), budget.source));
+        for (size_t g = 0; g < plan.groups.size(); ++g)
+          work += double(n) * (a.repeat + (gpu ? 1 : 0)) + (gpu ? double(std::min(a.validate, n)) : 0.0);
+      }
     }
   }
   ProgressBar bar(work, !a.quiet);
@@ -201,6 +214,7 @@ void bench(const BenchArgs& a) {
   const Plan vplan = validator.plan(points);
 
   std::vector<Row> rows;
+  std::set<std::string> rows_seen;  // the gold's own entry comes with every method: one row
   bool kernel_differs = false;
   int threads_used = 0;
   std::vector<std::string> skipped;
@@ -213,13 +227,16 @@ void bench(const BenchArgs& a) {
     ro.batch = n;
     Runner runner({choice}, ro);
     threads_used = int(runner.pool().size());
-    const Plan plan = runner.plan(points);
+    std::map<std::string, std::map<std::string, Agreement>> validated;  // by configuration, then method
+    for (const auto& mpoints : by_method) {
+    const Plan plan = runner.plan(mpoints);
     for (const auto& s : plan.skipped)
       if (std::find(skipped.begin(), skipped.end(), s) == skipped.end()) skipped.push_back(s);
     for (const Group& g : plan.groups) {
-      // Validate this group's GPU tasks.
-      std::map<std::string, Agreement> agree;
-      if (gpu && a.validate > 0) {
+      // Validate the GPU tasks of this configuration (all its methods at once, the first time).
+      const std::string config_key = g.config.axes().dump();
+      if (gpu && a.validate > 0 && !validated.count(config_key)) {
+        std::map<std::string, Agreement>& agree = validated[config_key];
         for (const Group& vg : vplan.groups)
           if (vg.config == g.config) {
             ValidateSink vs(validator.paths());
@@ -229,6 +246,7 @@ void bench(const BenchArgs& a) {
               if (validator.paths()[key.first].spec == choice.spec) agree[key.second] = ag;
           }
       }
+      const std::map<std::string, Agreement> agree = gpu ? validated[config_key] : std::map<std::string, Agreement>{};
       if (gpu) {  // warm-up: buffers, module load
         TimingSink warm(1);
         Counted counted(warm, bar, choice.label() + ": warm-up");
@@ -247,10 +265,11 @@ void bench(const BenchArgs& a) {
         for (const auto& r : runs) v.push_back(get(r));
         return median_of(v);
       };
-      // One row per task: the path's time is shared by the methods it ran together.
+      // One row per task: the method's own runs (the gold's reference entry once).
       for (const Task& t : g.tasks) {
         Row row;
         row.axes = entry_axes(g, t, runner.paths());
+        if (!rows_seen.insert(row.axes.dump() + choice.label()).second) continue;
         row.label = choice.label();
         row.reference = t.reference;
         row.gpu = gpu;
@@ -272,6 +291,7 @@ void bench(const BenchArgs& a) {
         rows.push_back(row);
       }
     }
+    }  // methods
   }
   bar.finish();
   if (!a.quiet)
@@ -279,7 +299,8 @@ void bench(const BenchArgs& a) {
 
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
   nlohmann::json j = {{"samples", a.samples}, {"cpu_samples", a.cpu_samples}, {"validate_samples", a.validate},
-                      {"repeat", a.repeat},   {"threads", threads_used},     {"seed", a.seed}};
+                      {"repeat", a.repeat},   {"threads", threads_used},     {"seed", a.seed},
+                      {"methods_timed_apart", true}};
   nlohmann::json devs = nlohmann::json::array();
   for (const auto& d : gpu::devices()) devs.push_back(fmt::format("{} (cc {}.{})", d.name, d.cc_major, d.cc_minor));
   j["devices"] = devs;

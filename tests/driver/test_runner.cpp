@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -269,8 +270,11 @@ TEST(RunCli, RunInspectAndBenchMeasureTheSameSample) {
   const Proc b = sh("bench " + axes + "--samples 4 --repeat 1 --validate 0 --format json --paths gold,emulated");
   ASSERT_EQ(b.status, 0) << b.out;
   const auto bj = nlohmann::json::parse(b.out.substr(b.out.find('{')));
-  ASSERT_EQ(bj["results"].size(), 5u);  // the same tasks as the report's
+  ASSERT_EQ(bj["results"].size(), 5u);  // the same tasks as the report's, the gold's own entry once
   for (const auto& row : bj["results"]) EXPECT_GT(row["samples_per_s"].get<double>(), 0) << row.dump();
+  EXPECT_EQ(bj["methods_timed_apart"], true) << "each method timed in runs of its own";
+  std::set<std::string> rows;
+  for (const auto& row : bj["results"]) EXPECT_TRUE(rows.insert(row["axes"].dump()).second) << row["axes"].dump();
   const Proc s = sh("run " + axes + "--samples 2 --paths emulated,gold --list-methods");
   EXPECT_NE(s.out.find("fwdsub_fp32:"), std::string::npos) << s.out;
   fs::remove_all(d);

@@ -850,6 +850,17 @@ TEST(PlotScript, MethodsAgainstCostWithTheParetoFrontAndNonFiniteCountsApart) {
   text = read_file(svg);
   EXPECT_NE(text.find("Not a cost per method: bench timed up to 3 methods"), std::string::npos);
   EXPECT_NE(text.find("no bench row: gold / neumann"), std::string::npos);
+  // Today's bench times each method in runs of its own and says so: one file
+  // holds a cost per method.
+  nlohmann::json apart = nlohmann::json::parse(
+      bench_json(sweep, {{"neumann", 40}, {"fwdsub_fp32", 20}, {"flashkda_v2", 30}}, {"gold", "emulated"}));
+  apart["methods_timed_apart"] = true;
+  const std::string apart_file = testing::write_text(dir, "bench-apart.json", apart.dump(1));
+  r = testing::run_shell(plot_command("--methods '" + report + "' -o '" + svg + "' --cost '" + apart_file + "' 2>&1"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  text = read_file(svg);
+  EXPECT_EQ(text.find("Not a cost per method"), std::string::npos);
+  EXPECT_NE(text.find("Pareto front of the medians"), std::string::npos);
   ASSERT_EQ(testing::run_shell(plot_command("--methods '" + report + "' -o '" + png + "' --dpi 100 --cost '" +
                                             shared + "'")).status,
             0);
