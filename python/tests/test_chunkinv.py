@@ -223,6 +223,11 @@ def test_per_channel_gates_give_the_per_channel_gold():
             want[i, j] = 0.5 * np.sum(keys[0, i] * keys[0, j] * np.exp(np.minimum(G[i] - G[j], 0.0)))
     assert np.allclose(got, want, rtol=1e-12, atol=1e-15)  # entries that cancel to ~1e-17 are zero in L
     assert not np.allclose(got, chunkinv.gold(keys, -np.ones((1, 4)), beta)["L"][0])
+    # The kernel's model forms a decay per element, and says so in the shape.
+    out = chunkinv.inverse(keys, gc, beta, path="emulated")
+    assert out["decay"].shape == (1, 4, 8) and out["inv_decay"].shape == (1, 4, 8)
+    assert out["decay"][0, 1, 5] < out["decay"][0, 1, 4]  # the faster-decaying channel
+    assert chunkinv.inverse(keys, -np.ones((1, 4)), beta, path="emulated")["decay"].shape == (1, 4)
 
 
 def test_aggregate_is_the_reports():
