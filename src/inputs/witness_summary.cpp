@@ -33,7 +33,12 @@ Sample per_token_view(const Sample& s) {
 }  // namespace
 
 WitnessSummary summarise_witness(const Sample& sample, std::optional<double> bound) {
-  if (sample.gating != Gating::kToken) return summarise_witness(per_token_view(sample), bound);
+  if (sample.gating != Gating::kToken) {
+    WitnessSummary w = summarise_witness(per_token_view(sample), bound);
+    w.findings.push_back(fmt::format("per-channel gates: the gate figures above are each token's mean over its {} "
+                                     "channels", sample.dim));
+    return w;
+  }
   const Sample& s = sample;
   WitnessSummary w;
   w.bound = bound;

@@ -13,6 +13,7 @@
 #include "core/detmath.hpp"
 #include "core/thread_pool.hpp"
 #include "inputs/family.hpp"
+#include "inputs/witness_summary.hpp"
 #include "metrics/metrics.hpp"
 #include "paths/emulated/emulated.hpp"
 #include "paths/gold/gold.hpp"
@@ -159,6 +160,12 @@ TEST(PerChannelGates, ModelLikeDrawsEveryChannelFromTheSameLawAndLeavesTokenSamp
   for (int k = 1; k < 64; ++k) distinct_in_row += c.gate(3, k) != c.gate(3, 0);
   EXPECT_GT(distinct_in_row, 60);
   EXPECT_NEAR(mean, -2.5, 0.15);  // -5 sigmoid(N(0,1)) has mean -2.5
+  // inspect's summary reads the gates per token, and says so.
+  const WitnessSummary w = summarise_witness(c, -5.0);
+  ASSERT_FALSE(w.findings.empty());
+  EXPECT_EQ(w.findings.back(), "per-channel gates: the gate figures above are each token's mean over its 64 channels");
+  EXPECT_LT(w.g_max, 0.0);
+  EXPECT_GT(w.g_min, -5.0);
   // A pure function of (seed, index, configuration).
   EXPECT_EQ(f.make(cc, 9, 4).g, c.g);
   EXPECT_NE(f.make(cc, 9, 5).g, c.g);
