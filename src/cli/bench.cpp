@@ -196,8 +196,9 @@ void bench(const BenchArgs& a) {
                                        "{} this process may use ({}); use fewer (or raise --max-memory)",
                                        gpu ? "--samples" : "--cpu-samples", n, choice.label(), format_bytes(double(need)),
                                        format_bytes(double(budget.bytes)), budget.source));
+        const bool validates = gpu && &mpoints == &by_method.front();  // once per configuration, all methods at once
         for (size_t g = 0; g < plan.groups.size(); ++g)
-          work += double(n) * (a.repeat + (gpu ? 1 : 0)) + (gpu ? double(std::min(a.validate, n)) : 0.0);
+          work += double(n) * (a.repeat + (gpu ? 1 : 0)) + (validates ? double(std::min(a.validate, n)) : 0.0);
       }
     }
   }
