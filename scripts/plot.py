@@ -427,6 +427,26 @@ LEGEND_STYLE = dict(frameon=False, handlelength=1.6, columnspacing=1.0, handlete
                     borderpad=0)
 
 
+def figure_frame(plt, np, fig_w, handles, block, block_h, nblocks, ncols, note="", note_h=0.0):
+    """The figure both layouts draw into: the legend on top, `nblocks` blocks
+    of facets (each a grid of the `block` rows by `ncols`), and a note under
+    them where there is one. Returns the figure, its parts and the grids."""
+    legend_cols, legend_h = legend_size(handles, fig_w, plt)
+    legend_h += 0.06
+    heights = [legend_h] + [block_h] * nblocks + ([note_h] if note else [])
+    fig = plt.figure(figsize=(fig_w, sum(heights)), layout="constrained")
+    fig.get_layout_engine().set(h_pad=0.01, w_pad=0.01, hspace=0.0, wspace=0.0)
+    parts = list(np.atleast_1d(fig.subfigures(len(heights), 1, height_ratios=heights)))
+    legend_ax = parts[0].add_subplot()
+    legend_ax.axis("off")
+    legend_ax.legend(handles=handles, loc="center", ncol=legend_cols, **LEGEND_STYLE)
+    if note:
+        parts[-1].text(0.0, 0.5, note, ha="left", va="center", fontsize=6, color="0.25", linespacing=1.25)
+    grids = [parts[1 + b].add_gridspec(len(block), ncols, height_ratios=[h for _, _, h in block])
+             for b in range(nblocks)]
+    return fig, parts, grids
+
+
 def legend_size(handles, width, plt):
     """The most legend columns that fit the width, and the legend's height in
     inches, measured on a scratch figure."""
@@ -468,18 +488,7 @@ def figure(layout, metrics, with_share, width, columns, plt, np):
         block.append(("share", SHARE_METRIC, panel_h * 0.55))
     block_h = sum(h for _, _, h in block) + (0.18 if layout.facet_axes else 0) + 0.36
     handles = legend_handles(layout, metrics, with_share, styles)
-    legend_cols, legend_h = legend_size(handles, fig_w, plt)
-    legend_h += 0.06
-    fig = plt.figure(figsize=(fig_w, legend_h + nblocks * block_h), layout="constrained")
-    fig.get_layout_engine().set(h_pad=0.01, w_pad=0.01, hspace=0.0, wspace=0.0)
-    parts = fig.subfigures(1 + nblocks, 1, height_ratios=[legend_h] + [block_h] * nblocks)
-    parts = list(np.atleast_1d(parts))
-    legend_ax = parts[0].add_subplot()
-    legend_ax.axis("off")
-    legend_ax.legend(handles=handles, loc="center", ncol=legend_cols, **LEGEND_STYLE)
-
-    grids = [parts[1 + b].add_gridspec(len(block), ncols, height_ratios=[h for _, _, h in block])
-             for b in range(nblocks)]
+    fig, parts, grids = figure_frame(plt, np, fig_w, handles, block, block_h, nblocks, ncols)
     for f, facet in enumerate(facets):
         b, col = divmod(f, ncols)
         sub, grid = parts[1 + b], grids[b]
@@ -912,20 +921,7 @@ def methods_figure(layout, metric, width, columns, plt, np):
     note = cost_note(layout, int(fig_w / 0.048))
     note_h = 0.115 * (note.count("\n") + 1) + 0.06 if note else 0
     handles = methods_legend(layout, metric, styles, with_front)
-    legend_cols, legend_h = legend_size(handles, fig_w, plt)
-    legend_h += 0.06
-    heights = [legend_h] + [block_h] * nblocks + ([note_h] if note else [])
-    fig = plt.figure(figsize=(fig_w, sum(heights)), layout="constrained")
-    fig.get_layout_engine().set(h_pad=0.01, w_pad=0.01, hspace=0.0, wspace=0.0)
-    parts = list(np.atleast_1d(fig.subfigures(len(heights), 1, height_ratios=heights)))
-    legend_ax = parts[0].add_subplot()
-    legend_ax.axis("off")
-    legend_ax.legend(handles=handles, loc="center", ncol=legend_cols, **LEGEND_STYLE)
-    if note:
-        parts[-1].text(0.0, 0.5, note, ha="left", va="center", fontsize=6, color="0.25", linespacing=1.25)
-
-    grids = [parts[1 + b].add_gridspec(len(block), ncols, height_ratios=[h for _, _, h in block])
-             for b in range(nblocks)]
+    fig, parts, grids = figure_frame(plt, np, fig_w, handles, block, block_h, nblocks, ncols, note, note_h)
     for f, facet in enumerate(facets):
         b, col = divmod(f, ncols)
         sub, grid = parts[1 + b], grids[b]

@@ -230,69 +230,69 @@ void bench(const BenchArgs& a) {
     threads_used = int(runner.pool().size());
     std::map<std::string, std::map<std::string, Agreement>> validated;  // by configuration, then method
     for (const auto& mpoints : by_method) {
-    const Plan plan = runner.plan(mpoints);
-    for (const auto& s : plan.skipped)
-      if (std::find(skipped.begin(), skipped.end(), s) == skipped.end()) skipped.push_back(s);
-    for (const Group& g : plan.groups) {
-      // Validate the GPU tasks of this configuration (all its methods at once, the first time).
-      const std::string config_key = g.config.axes().dump();
-      if (gpu && a.validate > 0 && !validated.count(config_key)) {
-        std::map<std::string, Agreement>& agree = validated[config_key];
-        for (const Group& vg : vplan.groups)
-          if (vg.config == g.config) {
-            ValidateSink vs(validator.paths());
-            Counted counted(vs, bar, choice.label() + ": validating");
-            validator.run(vg, a.seed, {0, std::min(a.validate, n)}, counted);
-            for (const auto& [key, ag] : vs.agreement)
-              if (validator.paths()[key.first].spec == choice.spec) agree[key.second] = ag;
-          }
-      }
-      const std::map<std::string, Agreement> agree = gpu ? validated[config_key] : std::map<std::string, Agreement>{};
-      if (gpu) {  // warm-up: buffers, module load
-        TimingSink warm(1);
-        Counted counted(warm, bar, choice.label() + ": warm-up");
-        runner.run(g, a.seed, {0, n}, counted);
-      }
-      std::vector<TimingSink> runs;
-      for (int k = 0; k < a.repeat; ++k) {
-        runs.emplace_back(1);
-        Counted counted(runs.back(), bar, choice.label());
-        const auto t0 = std::chrono::steady_clock::now();
-        runner.run(g, a.seed, {0, n}, counted);
-        runs.back().total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      }
-      auto med = [&](auto get) {
-        std::vector<double> v;
-        for (const auto& r : runs) v.push_back(get(r));
-        return median_of(v);
-      };
-      // One row per task: the method's own runs (the gold's reference entry once).
-      for (const Task& t : g.tasks) {
-        Row row;
-        row.axes = entry_axes(g, t, runner.paths());
-        if (!rows_seen.insert(row.axes.dump() + choice.label()).second) continue;
-        row.label = choice.label();
-        row.reference = t.reference;
-        row.gpu = gpu;
-        row.samples = n;
-        row.path_ms = med([](const TimingSink& s) { return s.path_ms[0]; });
-        row.end_to_end_ms = med([](const TimingSink& s) { return s.total_ms; });
-        row.metrics_ms = med([](const TimingSink& s) { return s.metrics_ms; });
-        if (gpu) {
-          row.upload_ms = med([](const TimingSink& s) { return s.timing[0].upload_ms; });
-          row.compute_ms = med([](const TimingSink& s) { return s.timing[0].compute_ms; });
-          row.download_ms = med([](const TimingSink& s) { return s.timing[0].download_ms; });
-          row.host_ms = med([](const TimingSink& s) { return s.timing[0].host_ms; });
-          if (const auto it = agree.find(t.method.label()); it != agree.end()) {
-            row.validated = true;
-            row.agree = it->second;
-            if (choice.spec->equals_cpu_model && !row.agree.all()) kernel_differs = true;
-          }
+      const Plan plan = runner.plan(mpoints);
+      for (const auto& s : plan.skipped)
+        if (std::find(skipped.begin(), skipped.end(), s) == skipped.end()) skipped.push_back(s);
+      for (const Group& g : plan.groups) {
+        // Validate the GPU tasks of this configuration (all its methods at once, the first time).
+        const std::string config_key = g.config.axes().dump();
+        if (gpu && a.validate > 0 && !validated.count(config_key)) {
+          std::map<std::string, Agreement>& agree = validated[config_key];
+          for (const Group& vg : vplan.groups)
+            if (vg.config == g.config) {
+              ValidateSink vs(validator.paths());
+              Counted counted(vs, bar, choice.label() + ": validating");
+              validator.run(vg, a.seed, {0, std::min(a.validate, n)}, counted);
+              for (const auto& [key, ag] : vs.agreement)
+                if (validator.paths()[key.first].spec == choice.spec) agree[key.second] = ag;
+            }
         }
-        rows.push_back(row);
+        const std::map<std::string, Agreement>& agree = validated[config_key];  // empty off the GPU
+        if (gpu) {  // warm-up: buffers, module load
+          TimingSink warm(1);
+          Counted counted(warm, bar, choice.label() + ": warm-up");
+          runner.run(g, a.seed, {0, n}, counted);
+        }
+        std::vector<TimingSink> runs;
+        for (int k = 0; k < a.repeat; ++k) {
+          runs.emplace_back(1);
+          Counted counted(runs.back(), bar, choice.label());
+          const auto t0 = std::chrono::steady_clock::now();
+          runner.run(g, a.seed, {0, n}, counted);
+          runs.back().total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        }
+        auto med = [&](auto get) {
+          std::vector<double> v;
+          for (const auto& r : runs) v.push_back(get(r));
+          return median_of(v);
+        };
+        // One row per task: the method's own runs (the gold's reference entry once).
+        for (const Task& t : g.tasks) {
+          Row row;
+          row.axes = entry_axes(g, t, runner.paths());
+          if (!rows_seen.insert(row.axes.dump() + choice.label()).second) continue;
+          row.label = choice.label();
+          row.reference = t.reference;
+          row.gpu = gpu;
+          row.samples = n;
+          row.path_ms = med([](const TimingSink& s) { return s.path_ms[0]; });
+          row.end_to_end_ms = med([](const TimingSink& s) { return s.total_ms; });
+          row.metrics_ms = med([](const TimingSink& s) { return s.metrics_ms; });
+          if (gpu) {
+            row.upload_ms = med([](const TimingSink& s) { return s.timing[0].upload_ms; });
+            row.compute_ms = med([](const TimingSink& s) { return s.timing[0].compute_ms; });
+            row.download_ms = med([](const TimingSink& s) { return s.timing[0].download_ms; });
+            row.host_ms = med([](const TimingSink& s) { return s.timing[0].host_ms; });
+            if (const auto it = agree.find(t.method.label()); it != agree.end()) {
+              row.validated = true;
+              row.agree = it->second;
+              if (choice.spec->equals_cpu_model && !row.agree.all()) kernel_differs = true;
+            }
+          }
+          rows.push_back(row);
+        }
       }
     }
-    }  // methods
   }
   bar.finish();
   if (!a.quiet)

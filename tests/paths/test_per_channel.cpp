@@ -12,6 +12,7 @@
 
 #include "core/detmath.hpp"
 #include "core/thread_pool.hpp"
+#include "gpu/gpu_test_common.hpp"
 #include "inputs/family.hpp"
 #include "inputs/witness_summary.hpp"
 #include "metrics/metrics.hpp"
@@ -60,16 +61,11 @@ PathOutput run_one(const std::string& path, const Sample& s, const GoldOutput& g
   return out[0];
 }
 
+// Every entry the same value and sign of zero (every NaN equals every NaN).
 bool same_bits(const Mat& a, const Mat& b) {
   if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
-  for (Eigen::Index i = 0; i < a.size(); ++i) {
-    const double x = a.data()[i], y = b.data()[i];
-    if (std::isnan(x) || std::isnan(y)) {  // every NaN equals every NaN (FP16 keeps no payload here)
-      if (!(std::isnan(x) && std::isnan(y))) return false;
-    } else if (std::signbit(x) != std::signbit(y) || x != y) {
-      return false;
-    }
-  }
+  for (Eigen::Index i = 0; i < a.size(); ++i)
+    if (!gputest::same_double(a.data()[i], b.data()[i])) return false;
   return true;
 }
 
@@ -193,7 +189,9 @@ TEST(PerChannelGates, RunTakesTheGatingAxisAndRefusesABadValueInOneLine) {
   EXPECT_EQ(channel, 3);  // gold/exact, gold/neumann, emulated/neumann
   EXPECT_EQ(token, 3);
   for (const auto& e : r["results"])
-    if (e["axes"].contains("gating")) EXPECT_EQ(e["axes"]["gating"], "channel");
+    if (e["axes"].contains("gating")) {
+      EXPECT_EQ(e["axes"]["gating"], "channel");
+    }
   const auto bad = chunkinv::testing::run_shell(chunkinv::testing::binary() +
                                                 " run -a family=model_like -a gating=chan --samples 2 -q -o " + out +
                                                 ".bad 2>&1");
