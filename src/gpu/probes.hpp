@@ -40,4 +40,30 @@ struct DecayScan {
 };
 DecayScan scan_decay(float max_abs, int window);
 
+// Exhaustive scans of one SFU instruction over a range of FP32 inputs,
+// against its correctly rounded reference (the double function rounded to
+// FP32 on the GPU): what `chunkinv calibrate-activation` reports before a
+// model of FlashKDA's activations is chosen (SPEC §1 "Raw inputs").
+enum class SfuOp { kTanh, kRsqrt, kEx2 };
+struct SfuScan {
+  uint64_t inputs = 0;                     // finite inputs scanned
+  uint64_t equal = 0;                      // hardware == reference, bit for bit
+  std::vector<uint64_t> ulp_hist;          // 129 bins: hardware - reference in ulps, -64..64
+  uint64_t ulp_below = 0, ulp_above = 0;   // beyond the bins (or of another sign)
+  std::vector<uint64_t> trunc_differs;     // [k], k = 0..22: f(x cut to k mantissa bits) != f(x)
+  std::vector<uint64_t> rne_differs;       // [k]: f(x rounded to nearest even at k bits) != f(x)
+  uint32_t low_bits_or = 0;                // OR of every result's mantissa bits
+  std::vector<uint64_t> exp_inputs;        // [biased exponent of x]: inputs
+  std::vector<uint64_t> exp_differ;        // [biased exponent of x]: results != reference
+  std::vector<uint32_t> exp_max_ulp;       // [biased exponent of x]: largest |hardware - reference|
+  uint64_t scale4_checked = 0, scale4_differ = 0;  // rsqrt only: f(4x) != f(x) / 2
+  double gpu_ms = 0;
+};
+// Inputs: kTanh every finite FP32; kRsqrt every positive normal FP32;
+// kEx2 every FP32 with |x| <= 128.
+SfuScan scan_sfu(SfuOp op);
+// tanh.approx.f32 of each of the 65,536 BF16 values (index = BF16 bits),
+// as FP32 bits: beta's logits are BF16, so this is the whole of its sigmoid.
+std::vector<uint32_t> tanh_approx_bf16_all();
+
 }  // namespace chunkinv::gpu::testing

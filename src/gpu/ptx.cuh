@@ -14,6 +14,20 @@ __device__ __forceinline__ float ex2_approx_ftz(float x) {
   return y;
 }
 
+// The SFU's hyperbolic tangent (FlashKDA's sigmoid, SPEC §1 "Raw inputs").
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// 1/sqrt(x), the SFU's approximation with subnormals flushed (rsqrtf under
+// --use_fast_math: FlashKDA's key norm).
+__device__ __forceinline__ float rsqrt_approx_ftz(float x) {
+  float y;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // FP32 -> BF16 / FP16, round to nearest even (overflow to inf, subnormals kept).
 __device__ __forceinline__ uint16_t cvt_rn_bf16(float x) {
   uint16_t h;
