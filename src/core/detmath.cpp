@@ -72,4 +72,19 @@ double log(double x) {
 
 double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
+double expm1(double x) {
+  if (!(std::fabs(x) <= 0.35)) return exp(x) - 1.0;  // no cancellation beyond 0.35 (NaN passes through)
+  double p = inv_factorial(16);
+  for (int k = 15; k >= 1; --k) p = p * x + inv_factorial(k);
+  return p * x;
+}
+
+double tanh(double x) {
+  if (std::isnan(x)) return x;
+  const double a = std::fabs(x);
+  if (a >= 20.0) return std::copysign(1.0, x);  // 1 - tanh(20) < 2^-57
+  const double t = expm1(-2.0 * a);              // tanh a = -t / (2 + t)
+  return std::copysign(-t / (2.0 + t), x);
+}
+
 }  // namespace chunkinv::detmath

@@ -10,5 +10,7 @@ double log(double x);    // natural log, x > 0
 double exp(double x);    // e^x; 0 below about -745, inf above about 709.78
 double exp2(double x);   // 2^x
 double sigmoid(double x);  // 1 / (1 + e^-x)
+double expm1(double x);    // e^x - 1, accurate near 0
+double tanh(double x);     // hyperbolic tangent, accurate near 0
 
 }  // namespace chunkinv::detmath

@@ -10,7 +10,7 @@ namespace chunkinv {
 
 // Streams of one sample: each input draws from its own so that adding a
 // family parameter never shifts another input's numbers.
-enum class Stream : uint32_t { kKeys = 0, kGate = 1, kBeta = 2, kSingleKey = 3, kChannelGate = 4, kUser = 16 };
+enum class Stream : uint32_t { kKeys = 0, kGate = 1, kBeta = 2, kSingleKey = 3, kChannelGate = 4, kDtBias = 5, kUser = 16 };
 
 class Rng {
  public:

@@ -9,6 +9,7 @@
 #include "core/rng.hpp"
 #include "inputs/family.hpp"
 #include "inputs/data_families.hpp"
+#include "inputs/raw_families.hpp"
 
 namespace chunkinv {
 
@@ -185,6 +186,8 @@ const std::vector<std::unique_ptr<Family>>& registry() {
     v.push_back(std::make_unique<FloorFamily>());
     v.push_back(std::make_unique<WeakDecayCorrelatedFamily>());
     v.push_back(std::make_unique<ModelLikeFamily>());
+    v.push_back(make_kda_family());
+    v.push_back(make_collinear_family());
     // Families backed by data register here (one line each).
     v.push_back(make_file_family());
     v.push_back(make_real_gates_family());

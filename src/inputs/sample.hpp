@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace chunkinv {
@@ -11,6 +12,8 @@ namespace chunkinv {
 // Attention's fine-grained gate).
 enum class Gating { kToken, kChannel };
 
+struct RawInputs;  // inputs/raw.hpp
+
 struct Sample {
   int chunk = 0;             // C
   int dim = 0;               // d
@@ -18,6 +21,12 @@ struct Sample {
   std::vector<double> keys;  // C x d row-major, each value a BF16 (exact in double)
   std::vector<double> g;     // log-decays, natural log, all <= 0, FP64: C (token) or C x d row-major (channel)
   std::vector<double> beta;  // C, in (0, 1), FP64
+  // FlashKDA's raw inputs where the sample came from them (SPEC §1 "Raw
+  // inputs"); null otherwise. Then keys, g and beta above are the kernel's
+  // activation of them (its CPU model; the kernel path activates them on the
+  // GPU), with g the FP32 log2-unit gate divided by log2 e so that
+  // fp32(g log2 e) gives it back exactly, and the gold activates them in FP64.
+  std::shared_ptr<const RawInputs> raw;
 
   double key(int row, int col) const { return keys[static_cast<size_t>(row) * dim + col]; }
   // The gate of token t on channel c, whichever the gating.

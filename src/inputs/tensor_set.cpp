@@ -1,4 +1,5 @@
 #include "inputs/tensor_set.hpp"
+#include "inputs/raw.hpp"
 
 #include <algorithm>
 #include <array>
@@ -37,6 +38,30 @@ void check_float(const Found& f, bool bf16_bits_ok) {
 }
 
 const std::array<const char*, 3> kNames{"keys", "g", "beta"};
+// FlashKDA's raw inputs, in place of g and beta (docs/inputs.md).
+const std::array<const char*, 5> kRawNames{"g_raw", "beta_raw", "A_log", "dt_bias", "lower_bound"};
+
+bool is_raw(const std::map<std::string, Found>& found) {
+  for (const char* n : kRawNames)
+    if (found.count(n)) return true;
+  return false;
+}
+
+// A raw set needs keys and every raw tensor, and neither g nor beta.
+void check_raw_names(const std::map<std::string, Found>& found, const std::string& path, const std::string& have) {
+  for (const char* n : {"g", "beta"})
+    if (found.count(n))
+      throw UsageError(fmt::format("{}: holds both '{}' and FlashKDA's raw inputs (g_raw, beta_raw, ...): a set is "
+                                   "activated or raw, not both",
+                                   path, n));
+  for (const char* n : kRawNames)
+    if (!found.count(n))
+      throw UsageError(fmt::format("{}: raw inputs need keys, g_raw, beta_raw, A_log, dt_bias and lower_bound; "
+                                   "'{}' is missing (found: {})",
+                                   path, n, have));
+  if (!found.count("keys"))
+    throw UsageError(fmt::format("{}: raw inputs need keys (found: {})", path, have));
+}
 const char* const kSeqlens = "cu_seqlens";
 
 std::string names_of(const TensorMap& all) {
@@ -49,6 +74,15 @@ std::string names_of(const TensorMap& all) {
 FoundMap from_container(TensorMap all, const std::string& path) {
   if (!all.count("keys") && all.count("k")) all["keys"] = std::move(all.extract("k").mapped());
   FoundMap found;
+  bool raw = false;
+  for (const char* n : kRawNames) raw = raw || all.count(n);
+  if (raw) {
+    const std::string have = names_of(all);
+    for (const char* n : {"keys", "g", "beta", "g_raw", "beta_raw", "A_log", "dt_bias", "lower_bound"})
+      if (auto it = all.find(n); it != all.end()) found[n] = {std::move(it->second), fmt::format("{}[{}]", path, n)};
+    check_raw_names(found, path, have);
+    return found;
+  }
   for (const char* n : kNames) {
     auto it = all.find(n);
     if (it == all.end())
@@ -80,7 +114,10 @@ std::vector<int64_t> check_seqlens(const Found& f, int64_t tokens) {
 }
 
 // Checks the tensors and makes the set.
+TensorSet make_raw_set(FoundMap& found, const std::string& path);
+
 TensorSet make_set(FoundMap& found, const std::string& path) {
+  if (is_raw(found)) return make_raw_set(found, path);
   const Found& k = found["keys"];
   const Found& g = found["g"];
   const Found& b = found["beta"];
@@ -175,6 +212,92 @@ TensorSet make_set(FoundMap& found, const std::string& path) {
   return s;
 }
 
+// BF16 bits of entry i of a tensor of BF16 values (or of BF16 bit patterns
+// as u16/i16); other values are rounded to BF16, nearest even.
+uint16_t bf16_entry(const Found& f, size_t i) {
+  const double raw = f.t.values[i];
+  double v = f.t.dtype == DType::kU16 || f.t.dtype == DType::kI16
+                 ? bf16_from_bits(static_cast<uint16_t>(static_cast<int64_t>(raw) & 0xFFFF))
+                 : bf16(raw);
+  if (!std::isfinite(raw) || !std::isfinite(v))
+    throw UsageError(fmt::format("{}: entry {} = {} {}", f.where, index_string(f.t.shape, i),
+                                 fmt_value(std::isfinite(raw) ? raw : v),
+                                 std::isfinite(raw) ? "overflows BF16" : "is not finite"));
+  return bf16_bits(v);
+}
+
+// Entry `n` of a per-head FP32 tensor that is a scalar ([] or [1]) or [N].
+float per_sample(const Found& f, int64_t n, int64_t count) {
+  const auto& sh = f.t.shape;
+  const bool scalar = sh.empty() || (sh.size() == 1 && sh[0] == 1);
+  if (!scalar && !(sh.size() == 1 && sh[0] == count))
+    throw UsageError(fmt::format("{}: shape {} is neither a scalar nor [N] = [{}]", f.where, dims(sh), count));
+  const double v = f.t.values[scalar ? 0 : static_cast<size_t>(n)];
+  if (!std::isfinite(v) || !std::isfinite(static_cast<float>(v)))
+    throw UsageError(fmt::format("{}: entry {} = {} is not a finite FP32 value", f.where, scalar ? 0 : n, fmt_value(v)));
+  return static_cast<float>(v);
+}
+
+TensorSet make_raw_set(FoundMap& found, const std::string& path) {
+  const Found& k = found["keys"];
+  const Found& g = found["g_raw"];
+  const Found& b = found["beta_raw"];
+  const Found& dt = found["dt_bias"];
+  for (const Found* f : {&k, &g, &b}) check_float(*f, true);
+  for (const char* name : {"dt_bias", "A_log", "lower_bound"}) check_float(found[name], false);
+  const auto& ks = k.t.shape;
+  if (ks.size() != 3)
+    throw UsageError(fmt::format("{}: shape {}: raw inputs are read as chunks [N, C, d]", k.where, dims(ks)));
+  const int64_t n = ks[0], c = ks[1], d = ks[2];
+  if (n < 1) throw UsageError(fmt::format("{}: shape {} holds no sample (N = 0)", k.where, dims(ks)));
+  if (c < 2 || c > 64) throw UsageError(fmt::format("{}: shape {}: chunk C = {} is not in 2..64", k.where, dims(ks), c));
+  if (d < 1 || d > 4096) throw UsageError(fmt::format("{}: shape {}: dim d = {} is not in 1..4096", k.where, dims(ks), d));
+  if (g.t.shape != ks)
+    throw UsageError(fmt::format("{}: shape {} is not keys' {} (FlashKDA's gates are per token and channel)", g.where,
+                                 dims(g.t.shape), dims(ks)));
+  if (b.t.shape != std::vector<int64_t>{n, c})
+    throw UsageError(fmt::format("{}: shape {} is not [N, C] = [{}, {}]", b.where, dims(b.t.shape), n, c));
+  const bool dt_shared = dt.t.shape == std::vector<int64_t>{d};
+  if (!dt_shared && dt.t.shape != std::vector<int64_t>{n, d})
+    throw UsageError(fmt::format("{}: shape {} is neither [d] = [{}] nor [N, d] = [{}, {}]", dt.where,
+                                 dims(dt.t.shape), d, n, d));
+  TensorSet s;
+  s.source = path;
+  s.batch = n, s.tokens = c, s.heads = 1, s.dim = static_cast<int>(d);
+  s.count = static_cast<uint64_t>(n), s.chunk = static_cast<int>(c);
+  s.keys_dtype = k.t.dtype;
+  s.g_channels = static_cast<int>(d);
+  s.g_channels_equal = false;
+  s.g_where = g.where;
+  const size_t cd = static_cast<size_t>(c * d);
+  for (int64_t i = 0; i < n; ++i) {
+    auto r = std::make_shared<RawInputs>();
+    r->chunk = static_cast<int>(c);
+    r->dim = static_cast<int>(d);
+    r->keys.resize(cd);
+    r->g.resize(cd);
+    for (size_t e = 0; e < cd; ++e) {
+      r->keys[e] = bf16_entry(k, static_cast<size_t>(i) * cd + e);
+      r->g[e] = bf16_entry(g, static_cast<size_t>(i) * cd + e);
+    }
+    r->beta.resize(static_cast<size_t>(c));
+    for (int64_t t = 0; t < c; ++t) r->beta[size_t(t)] = bf16_entry(b, static_cast<size_t>(i * c + t));
+    r->dt_bias.resize(static_cast<size_t>(d));
+    for (int64_t j = 0; j < d; ++j) {
+      const double v = dt.t.values[static_cast<size_t>(dt_shared ? j : i * d + j)];
+      if (!std::isfinite(v) || !std::isfinite(static_cast<float>(v)))
+        throw UsageError(fmt::format("{}: entry {} = {} is not a finite FP32 value", dt.where,
+                                     dt_shared ? j : i * d + j, fmt_value(v)));
+      r->dt_bias[size_t(j)] = static_cast<float>(v);
+    }
+    r->a_log = per_sample(found["A_log"], i, n);
+    r->lower_bound = per_sample(found["lower_bound"], i, n);
+    validate_raw(*r, fmt::format("{} chunk {}", path, i));
+    s.raw.push_back(std::move(r));
+  }
+  return s;
+}
+
 // Reads the tensors `names` of a set at `path` (a directory of .npy, an .npz
 // or a .safetensors): those present, each with the prefix of its messages.
 FoundMap read_container(const std::string& path, const std::vector<std::string>& names, TensorMap* all_out) {
@@ -210,9 +333,13 @@ TensorSet load_tensor_set(const std::string& path) {
     FoundMap found;
     if (fs::is_directory(path, ec)) {
       TensorMap listed;
-      found = read_container(path, {"keys", "k", "g", "beta", kSeqlens}, &listed);
+      found = read_container(path, {"keys", "k", "g", "beta", kSeqlens, "g_raw", "beta_raw", "A_log", "dt_bias",
+                                     "lower_bound"},
+                             &listed);
       if (!found.count("keys") && found.count("k")) found["keys"] = std::move(found.extract("k").mapped());
+      if (is_raw(found)) check_raw_names(found, path, names_of(listed));
       for (const char* n : kNames) {
+        if (is_raw(found)) break;
         if (found.count(n)) continue;
         std::vector<std::string> have;
         for (const auto& [k, v] : listed) have.push_back(k + ".npy");
@@ -299,6 +426,7 @@ std::vector<TokenChunk> chunk_tokens(const TensorSet& s, int chunk, Tail tail) {
 }
 
 Sample chunk_sample(const TensorSet& s, const TokenChunk& c, int chunk) {
+  if (!s.raw.empty()) return activate_kernel_model(s.raw[static_cast<size_t>(c.row)]);
   Sample out;
   out.chunk = chunk;
   out.dim = s.dim;

@@ -12,6 +12,7 @@
 // tensor and the culprit, e.g. "inputs dir/g.npy: entry [3, 7] = 0.25 is not <= 0".
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -45,6 +46,10 @@ struct TensorSet {
   std::string g_where;  // the g tensor as error messages name it
   // keys [B, T, H, K] as BF16 values, g [B, T, H, g_channels], beta [B, T, H].
   std::vector<double> keys, g, beta;
+  // A set of FlashKDA's raw inputs (chunks layout; SPEC §1 "Raw inputs"):
+  // one per chunk, activated when a sample is taken; keys, g and beta above
+  // are then empty.
+  std::vector<std::shared_ptr<const RawInputs>> raw;
 
   size_t token_index(int64_t row, int64_t token, int head) const {
     return (static_cast<size_t>(row) * static_cast<size_t>(tokens) + static_cast<size_t>(token)) * heads + head;

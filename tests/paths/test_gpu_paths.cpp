@@ -17,6 +17,9 @@
 #include "methods/method.hpp"
 #include "paths/gold/gold.hpp"
 #include "paths/path.hpp"
+#ifdef CHUNKINV_HAVE_CUDA
+#include "paths/kernel/activate.hpp"
+#endif
 
 using namespace chunkinv;
 using namespace chunkinv::gputest;
@@ -200,6 +203,60 @@ TEST(GpuKernelPath, FlashkdaV2BitIdenticalToEmulated) {
   }
   std::printf("flashkda_v2: %zu samples with a non-finite INV among those compared\n", nonfinite);
   EXPECT_EQ(all_diff, 0u);
+}
+
+// FlashKDA's raw inputs: the kernel path activates them on the GPU with the
+// hardware's tanh.approx, rsqrt.approx and ex2.approx, the emulated path with
+// their CPU models. Beta's sigmoid (BF16 logits) is exact in the model, and so
+// are the collinear family's gates (a = 1, dt_bias = 0: the argument of tanh is
+// a BF16 value); the key norm's rsqrt and the kda family's gates are not
+// (docs/paths-compared.md), so their mismatch is measured and printed, per
+// element and per chunk, for both inverses.
+TEST(GpuKernelPath, RawInputsActivatedOnTheGpuAgainstTheModel) {
+  CHUNKINV_REQUIRE_GPU();
+#ifdef CHUNKINV_HAVE_CUDA
+  ThreadPool pool(0);
+  auto emulated = path_named("emulated");
+  auto kernel = path_named("kernel");
+  size_t beta_differ = 0, collinear_gate_differ = 0;
+  for (const char* family : {"collinear", "kda"}) {
+    for (int chunk : {16, 32}) {
+      Configuration c = config(family, chunk);
+      if (std::string(family) == "collinear") c.params["eps"] = 0.05;
+      const std::vector<Sample> samples = make_samples(c, 400);
+      const std::vector<Sample> hw = gpu::activate_raw_on_gpu(samples);
+      size_t keys = 0, gates = 0, betas = 0;
+      for (size_t i = 0; i < samples.size(); ++i) {
+        for (size_t e = 0; e < samples[i].keys.size(); ++e) keys += !same_double(samples[i].keys[e], hw[i].keys[e]);
+        for (size_t e = 0; e < samples[i].g.size(); ++e) gates += !same_double(samples[i].g[e], hw[i].g[e]);
+        for (size_t t = 0; t < samples[i].beta.size(); ++t) betas += !same_double(samples[i].beta[t], hw[i].beta[t]);
+      }
+      beta_differ += betas;
+      if (std::string(family) == "collinear") collinear_gate_differ += gates;
+      const std::vector<GoldOutput> gold = gold_of(samples, pool);
+      for (const char* method : {"flashkda_v1", "flashkda_v2"}) {
+        const auto e = run_path(*emulated, samples, gold, pool, false, method);
+        const auto k = run_path(*kernel, samples, gold, pool, false, method);
+        size_t chunks = 0;
+        for (size_t i = 0; i < samples.size(); ++i) {
+          const Mat& a = k[i].on_path_l.inv;
+          const Mat& b = e[i].on_path_l.inv;
+          bool same = true;
+          for (Eigen::Index r = 0; r < a.rows() && same; ++r)
+            for (Eigen::Index q = 0; q < a.cols() && same; ++q) same = same_double(a(r, q), b(r, q));
+          chunks += !same;
+        }
+        std::printf("raw %-9s C=%-2d %-11s: activation differing keys %zu/%zu, gates %zu/%zu, beta %zu/%zu; "
+                    "chunks whose INV differs %zu/%zu\n",
+                    family, chunk, method, keys, samples.size() * samples[0].keys.size(), gates,
+                    samples.size() * samples[0].g.size(), betas, samples.size() * samples[0].beta.size(), chunks,
+                    samples.size());
+      }
+    }
+  }
+  EXPECT_EQ(beta_differ, 0u) << "beta's sigmoid of BF16 logits is modelled exactly";
+  EXPECT_EQ(collinear_gate_differ, 0u) << "tanh.approx of BF16 arguments is modelled exactly";
+#endif
 }
 
 // More samples of model_like, where a 25-bit alignment to the true exponent

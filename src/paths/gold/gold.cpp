@@ -7,11 +7,17 @@
 
 #include "core/detmath.hpp"
 #include "core/error.hpp"
+#include "inputs/raw.hpp"
 #include "paths/path.hpp"
 
 namespace chunkinv {
 
-GoldOutput compute_gold(const Sample& s) {
+GoldOutput compute_gold(const Sample& sample) {
+  // From FlashKDA's raw inputs, the exact activation of them (SPEC §1): the
+  // gold is the mathematics, not the kernel's activation.
+  Sample exact;
+  if (sample.raw) exact = activate_exact(*sample.raw);
+  const Sample& s = sample.raw ? exact : sample;
   const int c = s.chunk, w = s.gate_width();
   // G cumulated per channel (one channel for per-token gates) in FP64.
   std::vector<double> cum(static_cast<size_t>(c) * w);
@@ -49,7 +55,8 @@ class GoldPath final : public CpuPath {
 std::string arithmetic() {
   return "FP64 from the BF16 keys: L_ij = beta_i (k_i.k_j) exp(min(G_i - G_j, 0)) (per-channel gates: "
          "beta_i sum_c k_ic k_jc exp(min(G_ic - G_jc, 0))), G cumulated in FP64; inverse by unit-lower "
-         "triangular solve (Eigen) in FP64";
+         "triangular solve (Eigen) in FP64; from FlashKDA's raw inputs, their exact activation in FP64 "
+         "(k / sqrt(|k|^2 + 1e-6), g = lower_bound sigmoid(e^A_log (g_raw + dt_bias)), beta = sigmoid(beta_raw))";
 }
 std::string available() { return ""; }
 std::unique_ptr<Path> make(const PathOptions&) { return std::make_unique<GoldPath>(); }

@@ -27,6 +27,7 @@
 #include "gpu/tiles.cuh"
 #include "paths/gpu_paths.hpp"
 #include "paths/kernel/flashkda_v2.hpp"
+#include "paths/kernel/activate.hpp"
 #include "paths/kernel/kernel_launch.cuh"
 
 namespace chunkinv {
@@ -198,16 +199,26 @@ class KernelPath final : public Path {
     // spec's supports() admits no other.
     const size_t n = in.samples.size();
     BatchTiming total;
+    // FlashKDA's raw inputs: activated here by the hardware's instructions
+    // (the samples hold the CPU model's activation).
+    std::vector<Sample> activated;
+    Batch batch = in;
+    if (gpu::any_raw(in.samples)) {
+      const auto t0 = std::chrono::steady_clock::now();
+      activated = gpu::activate_raw_on_gpu(in.samples);
+      batch.samples = activated;
+      total.host_ms += detail::wall_ms_since(t0);
+    }
     std::span<PathOutput> neumann;  // Neumann's outputs once formed (neumann and flashkda_v1 share them)
     for (size_t m = 0; m < methods.size(); ++m) {
       std::span<PathOutput> o = out.subspan(m * n, n);
       if (methods[m]->spec == &kFlashkdaV2Method) {
-        total += v2_.run(in.samples, in.gold, o, pool);
+        total += v2_.run(batch.samples, batch.gold, o, pool);
       } else if (!neumann.empty()) {
         std::copy(neumann.begin(), neumann.end(), o.begin());
       } else {
-        total += detail::run_by_shape(in.samples, [&](size_t i, size_t k) {
-          return run_group(in.samples.subspan(i, k), in.gold.subspan(i, k), o.subspan(i, k), pool, keep);
+        total += detail::run_by_shape(batch.samples, [&](size_t i, size_t k) {
+          return run_group(batch.samples.subspan(i, k), batch.gold.subspan(i, k), o.subspan(i, k), pool, keep);
         });
         neumann = o;
       }
