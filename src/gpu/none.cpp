@@ -16,7 +16,7 @@ std::string runtime_version() { return ""; }
 std::string driver_version() { return ""; }
 
 std::unique_ptr<Path> make_kernel_path(int, int) { throw UsageError("path kernel: this build has no CUDA support"); }
-std::unique_ptr<Path> make_cublas_path() { throw UsageError("path cublas: this build has no CUDA support"); }
+std::unique_ptr<Path> make_cublas_path(bool) { throw UsageError("path cublas: this build has no CUDA support"); }
 
 }  // namespace chunkinv::gpu
 #endif

@@ -11,6 +11,8 @@ namespace chunkinv::gpu {
 // version: 1 (kernel.cu, the reference) or 2 (kernel_v2.cu); pad: the chunk
 // zero-padded to this multiple-of-16 size (0: the next multiple of 16).
 std::unique_ptr<Path> make_kernel_path(int version, int pad = 0);
-std::unique_ptr<Path> make_cublas_path();
+// batched: the products as strided-batched calls instead of one call per
+// matrix (the article's); see paths/cublas/cublas_path.cu.
+std::unique_ptr<Path> make_cublas_path(bool batched = false);
 
 }  // namespace chunkinv::gpu

@@ -24,12 +24,13 @@ bool neumann_only(const Method& m, std::string_view path, std::string* why) {
 
 std::string unavailable() { return gpu::unavailable_reason(); }
 
-int int_option(const PathOptions& o, const std::string& key, std::initializer_list<int> allowed, int fallback) {
+int int_option(std::string_view path, const PathOptions& o, const std::string& key, std::initializer_list<int> allowed,
+               int fallback) {
   const auto it = o.find(key);
   if (it == o.end()) return fallback;
   for (int v : allowed)
     if (it->second == std::to_string(v)) return v;
-  throw UsageError(fmt::format("path kernel: option {}={} is not one of {}", key, it->second, fmt::join(allowed, ", ")));
+  throw UsageError(fmt::format("path {}: option {}={} is not one of {}", path, key, it->second, fmt::join(allowed, ", ")));
 }
 
 // --- kernel ------------------------------------------------------------------
@@ -58,34 +59,46 @@ void check_kernel_options(const PathOptions& o) {
   for (const auto& [k, v] : o)
     if (k != "version" && k != "pad")
       throw UsageError(fmt::format("path kernel: unknown option \"{}\" (options: version=1|2, pad=16|32|48|64)", k));
-  int_option(o, "version", {1, 2}, kDefaultKernelVersion);
-  int_option(o, "pad", {16, 32, 48, 64}, 0);
+  int_option("kernel", o, "version", {1, 2}, kDefaultKernelVersion);
+  int_option("kernel", o, "pad", {16, 32, 48, 64}, 0);
 }
 
 std::unique_ptr<Path> make_kernel(const PathOptions& o) {
-  return gpu::make_kernel_path(int_option(o, "version", {1, 2}, kDefaultKernelVersion),
-                               int_option(o, "pad", {16, 32, 48, 64}, 0));
+  return gpu::make_kernel_path(int_option("kernel", o, "version", {1, 2}, kDefaultKernelVersion),
+                               int_option("kernel", o, "pad", {16, 32, 48, 64}, 0));
 }
 
 // --- cublas ------------------------------------------------------------------
 
 std::string cublas_arithmetic() {
-  return "CUDA + cuBLAS (the article's simulation): x = G*log2e in FP64, decay = bf16(ftz(exp2f(fp32(+-x)))); "
-         "kd, ki = bf16 products; L = fp16(cublasSgemm FP32, default math mode), strict lower, times fp16(beta); "
-         "Neumann products cublasGemmStridedBatchedEx CUDA_R_16F with CUBLAS_COMPUTE_16F, FP16 adds; no padding";
+  return "CUDA + cuBLAS, the article's calls per sample: x = G*log2e in FP64, decay = bf16(ftz(exp2f(fp32(+-x)))); "
+         "kd, ki = bf16 products; L = fp16(cublasSgemm(T, N, C, C, d) on PyTorch's handle settings: 32 MiB "
+         "workspace on sm_90, default math mode), strict lower, times fp16(fp32(beta)) (torch's .half() of FP64); "
+         "Neumann products one cublasGemmEx per C x C matrix, CUDA_R_16F, CUBLAS_COMPUTE_16F, algo 0, on a plain "
+         "handle; FP16 adds; gold L as fp16(fp32(L)); matrices 512-byte aligned; no padding. Option batched=1: "
+         "cublasSgemmStridedBatched and cublasGemmStridedBatchedEx instead";
 }
 
 bool cublas_supports(const Configuration&, const Method& m, std::string* why) {
   return neumann_only(m, "cublas", why);
 }
 
-std::unique_ptr<Path> make_cublas(const PathOptions&) { return gpu::make_cublas_path(); }
+// batched=1: the strided-batched calls, the article's bits only where measured so (docs/paths-compared.md).
+void check_cublas_options(const PathOptions& o) {
+  for (const auto& [k, v] : o)
+    if (k != "batched") throw UsageError(fmt::format("path cublas: unknown option \"{}\" (options: batched=0|1)", k));
+  int_option("cublas", o, "batched", {0, 1}, 0);
+}
+
+std::unique_ptr<Path> make_cublas(const PathOptions& o) {
+  return gpu::make_cublas_path(int_option("cublas", o, "batched", {0, 1}, 0) == 1);
+}
 
 }  // namespace
 
 extern const PathSpec kKernelPath{"kernel",        Device::kGpu, false, kernel_arithmetic,    nullptr, unavailable,
                                   kernel_supports, check_kernel_options, make_kernel, true};
 extern const PathSpec kCublasPath{"cublas",        Device::kGpu, false, cublas_arithmetic, nullptr, unavailable,
-                                  cublas_supports, takes_no_options,     make_cublas};
+                                  cublas_supports, check_cublas_options, make_cublas};
 
 }  // namespace chunkinv
