@@ -1,5 +1,6 @@
 #include "report/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -97,30 +98,123 @@ Stats stats_from_json(const json& j, std::optional<uint64_t> samples) {
   return s;
 }
 
-json report_to_json(const Report& r) {
-  json results = json::array();
-  for (const auto& e : r.results) {
-    json m = json::object();
-    for (const auto& [name, st] : e.metrics) {
-      json sj = stats_to_json(st);
-      m[name] = sj;
-    }
-    json entry = {{"axes", e.axes}, {"samples", e.samples}, {"seed", e.seed}, {"metrics", m}};
-    if (!e.per_sample.empty()) {
-      json ps = json::object();
-      for (const auto& [name, values] : e.per_sample) {
-        json arr = json::array();
-        for (double v : values) arr.push_back(json_number(v));
-        ps[name] = arr;
-      }
-      entry["per_sample"] = ps;
-    }
-    results.push_back(entry);
+namespace {
+
+// Buckets as [key, count, key step, count, ...]: keys ascending, so each
+// step after the first key is positive and short.
+json buckets_to_json(const std::vector<SketchBucket>& b) {
+  json a = json::array();
+  int32_t last = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    a.push_back(i ? b[i].key - last : b[i].key);
+    a.push_back(b[i].count);
+    last = b[i].key;
   }
-  return json{{"schema", kReportSchema}, {"meta", r.meta}, {"results", results}};
+  return a;
 }
 
-namespace {
+// The buckets of `j`; their counts are added to `total`, which may not pass `most`.
+std::vector<SketchBucket> buckets_from_json(const json& j, const char* name, uint64_t most, uint64_t& total) {
+  if (!j.is_array() || j.size() % 2)
+    throw UsageError(fmt::format("\"{}\" must be a list [key, count, key step, count, ...]", name));
+  if (j.size() / 2 > uint64_t(kSketchKeyMax) - uint64_t(int64_t(kSketchKeyMin)) + 1)
+    throw UsageError(fmt::format("\"{}\" holds more buckets than there are keys", name));
+  std::vector<SketchBucket> out;
+  out.reserve(j.size() / 2);
+  int64_t key = 0;
+  for (size_t i = 0; i < j.size(); i += 2) {
+    const int64_t lo = i ? 1 : kSketchKeyMin;
+    const auto step = json_integer(j[i], lo, int64_t(kSketchKeyMax) - (i ? key : 0));
+    if (!step)
+      throw UsageError(fmt::format("\"{}\"[{}] = {}: {} from {} to {}", name, i, json_excerpt(j[i]),
+                                   i ? "a key step must be a whole number" : "the first key must be a whole number", lo,
+                                   int64_t(kSketchKeyMax) - (i ? key : 0)));
+    key = i ? key + *step : *step;
+    const auto count = json_unsigned(j[i + 1], 1, most - total);
+    if (!count)
+      throw UsageError(fmt::format("\"{}\"[{}] = {}: a bucket's count must be a whole number from 1, and the counts "
+                                   "may not add up to more than the samples ({})",
+                                   name, i + 1, json_excerpt(j[i + 1]), most));
+    total += *count;
+    out.push_back({int32_t(key), *count});
+  }
+  return out;
+}
+
+}  // namespace
+
+json state_to_json(const SketchState& s) {
+  return json{{"count", s.count},       {"nan", s.nan},        {"neg_inf", s.neg_inf},
+              {"pos_inf", s.pos_inf},   {"zeros", s.zeros},    {"min", json_number(s.min)},
+              {"max", json_number(s.max)}, {"sum", s.sum.to_hex()}, {"neg", buckets_to_json(s.neg)},
+              {"pos", buckets_to_json(s.pos)}};
+}
+
+SketchState state_from_json(const json& j, uint64_t samples) {
+  if (!j.is_object()) throw UsageError(fmt::format("a state must be an object, not {}", json_excerpt(j)));
+  static const char* const kKeys[] = {"count", "nan", "neg_inf", "pos_inf", "zeros", "min", "max", "sum", "neg", "pos"};
+  for (const auto& [k, v] : j.items())
+    if (std::find(std::begin(kKeys), std::end(kKeys), k) == std::end(kKeys))
+      throw UsageError(fmt::format("unknown key \"{}\" in a state", k.size() > 40 ? k.substr(0, 37) + "..." : k));
+  for (const char* k : kKeys)
+    if (!j.contains(k)) throw UsageError(fmt::format("\"{}\" is missing from a state", k));
+  SketchState s;
+  s.count = require_unsigned(j["count"], samples, samples, "\"count\" (the samples)");
+  uint64_t total = 0;
+  const std::pair<const char*, uint64_t*> counts[] = {{"nan", &s.nan}, {"neg_inf", &s.neg_inf}, {"pos_inf", &s.pos_inf},
+                                                      {"zeros", &s.zeros}};
+  for (const auto& [k, field] : counts) {
+    *field = require_unsigned(j[k], 0, samples - total, fmt::format("\"{}\" (with the counts before it, at most the samples)", k));
+    total += *field;
+  }
+  s.neg = buckets_from_json(j["neg"], "neg", samples, total);
+  s.pos = buckets_from_json(j["pos"], "pos", samples, total);
+  if (total != samples)
+    throw UsageError(fmt::format("the state's counts add up to {}, not to the samples ({})", total, samples));
+  if (!j["sum"].is_string()) throw UsageError("\"sum\" must be a string of hexadecimal digits");
+  s.sum = ExactSum::from_hex(j["sum"].get<std::string>());
+  try {
+    s.min = number_from_json(j["min"]);
+    s.max = number_from_json(j["max"]);
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("min or max: {}", e.what()));
+  }
+  const bool none = s.nan == s.count;  // no value to order
+  if (std::isnan(s.min) != none || std::isnan(s.max) != none || (!none && !(s.min <= s.max)))
+    throw UsageError(fmt::format("min {} and max {} do not fit the counts (NaN exactly when every value is NaN; min <= max)",
+                                 s.min, s.max));
+  if ((s.neg_inf > 0) != (s.min == -INFINITY) || (s.pos_inf > 0) != (s.max == INFINITY))
+    throw UsageError(fmt::format("min {} and max {} do not fit the counts of -inf and +inf", s.min, s.max));
+  return s;
+}
+
+json entry_to_json(const ReportEntry& e) {
+  json m = json::object();
+  for (const auto& [name, st] : e.metrics) m[name] = stats_to_json(st);
+  json entry = {{"axes", e.axes}, {"samples", e.samples}, {"seed", e.seed}, {"metrics", m}};
+  if (e.sketch) entry["quantiles"] = "sketch";
+  if (!e.per_sample.empty()) {
+    json ps = json::object();
+    for (const auto& [name, values] : e.per_sample) {
+      json arr = json::array();
+      for (double v : values) arr.push_back(json_number(v));
+      ps[name] = arr;
+    }
+    entry["per_sample"] = ps;
+  }
+  if (!e.state.empty()) {
+    json st = json::object();
+    for (const auto& [name, s] : e.state) st[name] = state_to_json(s);
+    entry["state"] = {{"format", kSketchFormat}, {"metrics", st}};
+  }
+  return entry;
+}
+
+json report_to_json(const Report& r) {
+  json results = json::array();
+  for (const auto& e : r.results) results.push_back(entry_to_json(e));
+  return json{{"schema", kReportSchema}, {"meta", r.meta}, {"results", results}};
+}
 
 ReportEntry entry_from_json(const json& e) {
   if (!e.is_object()) throw UsageError(fmt::format("must be an object, not {}", json_excerpt(e)));
@@ -177,8 +271,36 @@ ReportEntry entry_from_json(const json& e) {
       seen[c] = name;
     }
   }
+  if (e.contains("quantiles")) {
+    if (e["quantiles"] != "sketch" && e["quantiles"] != "exact")
+      throw UsageError(fmt::format("\"quantiles\" = {} must be \"exact\" or \"sketch\"", json_excerpt(e["quantiles"])));
+    entry.sketch = e["quantiles"] == "sketch";
+  }
+  if (e.contains("state")) {
+    const json& st = e["state"];
+    if (!st.is_object() || !st.contains("format") || !st.contains("metrics") || !st["metrics"].is_object())
+      throw UsageError("\"state\" must be an object with \"format\" and \"metrics\"");
+    if (st["format"] != kSketchFormat)
+      throw UsageError(fmt::format("state format {} is not \"{}\"", json_excerpt(st["format"]), kSketchFormat));
+    seen.clear();
+    for (const auto& [name, sj] : st["metrics"].items()) {
+      const std::string c = canonical(seen, name);
+      if (!entry.metrics.count(c)) throw UsageError(fmt::format("state.{}: a state of a metric the entry does not report", name));
+      try {
+        entry.state[c] = state_from_json(sj, entry.samples);
+      } catch (const UsageError& err) {
+        throw UsageError(fmt::format("state.{}: {}", name, err.what()));
+      }
+      seen[c] = name;
+    }
+    if (entry.state.size() != entry.metrics.size())
+      throw UsageError(fmt::format("\"state\" holds {} metrics, the entry reports {}; a state covers every metric",
+                                   entry.state.size(), entry.metrics.size()));
+  }
   return entry;
 }
+
+namespace {
 
 Report report_from_json(const json& j) {
   if (!j.is_object()) throw UsageError("not a report (a JSON object with \"schema\", \"meta\" and \"results\")");

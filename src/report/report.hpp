@@ -1,4 +1,4 @@
-// The JSON report (schema "chunkinv.report/1", docs/report-schema.md):
+// The JSON report (schema "chunkinv.report/2", docs/report-schema.md):
 // written atomically, read back with validation by table, check and plots.
 #pragma once
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/output_file.hpp"
+#include "metrics/sketch.hpp"
 #include "metrics/stats.hpp"
 
 namespace chunkinv {
@@ -40,9 +41,21 @@ struct ReportEntry {
   uint64_t samples = 0;
   uint64_t seed = 0;
   std::map<std::string, Stats> metrics;
+  // The quantiles come from the sketch (metrics/sketch.hpp; "quantiles":
+  // "sketch"), not from every value sorted.
+  bool sketch = false;
   // Optional: metric name -> one value per sample (run --per-sample).
   std::map<std::string, std::vector<double>> per_sample;
+  // Optional: metric name -> the mergeable state of its values (run --shard, --until).
+  std::map<std::string, SketchState> state;
 };
+
+// The format of an entry's "state" (docs/report-schema.md).
+inline constexpr const char* kSketchFormat = "chunkinv.sketch/1";
+nlohmann::json state_to_json(const SketchState& s);
+// Refuses counts that do not add up to `samples`, keys out of range or not
+// ascending, a malformed sum, min > max, unknown keys.
+SketchState state_from_json(const nlohmann::json& j, uint64_t samples);
 
 struct Report {
   nlohmann::json meta = nlohmann::json::object();
@@ -50,6 +63,10 @@ struct Report {
 };
 
 nlohmann::json report_to_json(const Report& r);
+nlohmann::json entry_to_json(const ReportEntry& e);
+// One entry, checked as read_report checks it (the checkpoint's finished
+// configurations are read back with it); UsageError naming what is wrong.
+ReportEntry entry_from_json(const nlohmann::json& e);
 // Throws UsageError("report FILE: <what is wrong>") for an unreadable,
 // malformed or foreign file: more than 2 GiB ($CHUNKINV_MAX_REPORT_BYTES
 // raises it), JSON nested deeper than 64, a duplicate key, bytes after the
