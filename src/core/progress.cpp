@@ -18,8 +18,9 @@ void ProgressBar::skip(double units) {
   done_ += units;
 }
 
-void ProgressBar::advance(double units, const std::string& what) {
+void ProgressBar::advance(double units, const std::string& what, uint64_t samples) {
   done_ += units;
+  samples_ += samples;
   if (!what.empty()) what_ = what;
   draw(false);
 }
@@ -36,7 +37,8 @@ void ProgressBar::draw(bool force) {
   if (full < kWidth) bar += '>' + std::string(static_cast<size_t>(kWidth - full - 1), ' ');
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double rate = (done_ - skipped_) / std::max(elapsed, 1e-9);
-  const std::string eta = done_ > skipped_ && elapsed > 0.5 ? format_duration((total_ - done_) / rate) + " left" : "";
+  std::string eta = done_ > skipped_ && elapsed > 0.5 ? format_duration((total_ - done_) / rate) + " left" : "";
+  if (samples_ && elapsed > 0.5) eta = format_rate(double(samples_) / elapsed) + " samples/s  " + eta;
   std::fprintf(stderr, "\r\033[K%3.0f%% [%s] %s%s%s", 100 * share, bar.c_str(), eta.c_str(), eta.empty() ? "" : "  ",
                what_.c_str());
   std::fflush(stderr);
@@ -55,6 +57,15 @@ std::string format_duration(double s) {
   if (t < 60) return fmt::format("{} s", t);
   if (t < 3600) return fmt::format("{} min {:02} s", t / 60, t % 60);
   return fmt::format("{} h {:02} min", t / 3600, t % 3600 / 60);
+}
+
+std::string format_rate(double x) {
+  if (!std::isfinite(x) || x < 0) return "?";
+  static const char* const kSuffix[] = {"", "k", "M", "G", "T"};
+  int u = 0;
+  while (x >= 999.5 && u < 4) x /= 1000, ++u;
+  if (u == 0) return fmt::format("{:.0f}", x);
+  return fmt::format("{:.{}f}{}", x, x < 9.995 ? 2 : x < 99.95 ? 1 : 0, kSuffix[u]);
 }
 
 }  // namespace chunkinv

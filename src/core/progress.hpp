@@ -1,8 +1,9 @@
-// A progress bar on stderr: share done, a bar, the time left (from the
-// rate so far) and what is being done. Drawn only when stderr is a
-// terminal, at most five times a second; finish() clears it.
+// A progress bar on stderr: share done, a bar, samples per second and the
+// time left (from the rate so far), and what is being done. Drawn only when
+// stderr is a terminal, at most five times a second; finish() clears it.
 #pragma once
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 namespace chunkinv {
@@ -17,7 +18,8 @@ class ProgressBar {
 
   // Work done before this process started (a resumed run): not counted in the rate.
   void skip(double units);
-  void advance(double units, const std::string& what = std::string());
+  // `samples`: how many samples the units were, for the rate (0: not shown).
+  void advance(double units, const std::string& what = std::string(), uint64_t samples = 0);
   void finish();
   bool shown() const { return enabled_; }
 
@@ -26,11 +28,14 @@ class ProgressBar {
   using Clock = std::chrono::steady_clock;
   bool enabled_ = false, drawn_ = false;
   double total_ = 0, done_ = 0, skipped_ = 0;
+  uint64_t samples_ = 0;
   std::string what_;
   Clock::time_point start_, last_;
 };
 
 // "45 s", "3 min 20 s", "2 h 05 min".
 std::string format_duration(double seconds);
+// "950", "12.3k", "4.56M", "1.2G": a rate or count with three digits.
+std::string format_rate(double per_second);
 
 }  // namespace chunkinv

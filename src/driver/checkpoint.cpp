@@ -23,7 +23,7 @@ using nlohmann::json;
 
 constexpr char kMagic[4] = {'c', 'k', 'i', 'v'};
 constexpr const char* kFormat = "chunkinv.checkpoint/1";
-enum Kind : uint32_t { kIdentity = 1, kGroup = 2, kBlock = 3 };
+enum Kind : uint32_t { kIdentity = 1, kGroup = 2, kBlock = 3, kState = 4 };
 constexpr size_t kHeader = 4 + 4 + 8, kTrailer = 8;
 
 double now_s() {
@@ -83,21 +83,6 @@ std::vector<Record> parse_records(const std::string& bytes, size_t& valid) {
     valid = at;
   }
   return out;
-}
-
-ReportEntry entry_from_json(const json& e) {
-  ReportEntry r;
-  r.axes = e.at("axes");
-  r.samples = e.at("samples").get<uint64_t>();
-  r.seed = e.at("seed").get<uint64_t>();
-  for (const auto& [name, s] : e.at("metrics").items()) r.metrics[name] = stats_from_json(s);
-  if (e.contains("per_sample"))
-    for (const auto& [name, arr] : e["per_sample"].items()) {
-      std::vector<double>& v = r.per_sample[name];
-      v.reserve(arr.size());
-      for (const json& x : arr) v.push_back(number_from_json(x));
-    }
-  return r;
 }
 
 std::string shorten(const std::string& s) { return s.size() <= 100 ? s : s.substr(0, 97) + "..."; }
@@ -197,6 +182,13 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path, const json
           at += n * 8;
         }
         part.count += count;
+      } else if (recs[r].kind == kState) {  // the last one of a group holds its statistics so far
+        const std::string& p = recs[r].payload;
+        size_t at = 0;
+        const uint64_t g = get<uint64_t>(p, at), done = get<uint64_t>(p, at);
+        c->states_[g] = {done, p.substr(at)};
+        c->stale_bytes_ += c->last_state_bytes_;
+        c->last_state_bytes_ = kHeader + p.size() + kTrailer;
       }
     }
   } catch (const json::exception& e) {
@@ -204,11 +196,15 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path, const json
   } catch (const UsageError& e) {
     throw bad(e.what());
   }
-  for (const auto& [g, e] : c->finished_) c->partial_.erase(g);
+  for (const auto& [g, e] : c->finished_) {
+    c->partial_.erase(g);
+    c->states_.erase(g);
+  }
   // Drop a record cut short by the kill, then append after the last whole one.
   if (valid < bytes.size() && ::truncate(path.c_str(), static_cast<off_t>(valid)) != 0)
     throw UsageError(fmt::format("--resume: {} cannot be written ({})", path, std::strerror(errno)));
-  c->blocks_on_disk_ = !c->partial_.empty();
+  c->blocks_on_disk_ = !c->partial_.empty() || !c->states_.empty();
+  c->written_bytes_ = valid;
   c->reopen();
   c->last_write_ = now_s();
   return c;
@@ -238,15 +234,46 @@ uint64_t Checkpoint::take_partial(size_t g, std::vector<std::vector<double>>& va
 }
 
 uint64_t Checkpoint::partial_samples(size_t g) const {
+  if (const auto s = states_.find(g); s != states_.end()) return s->second.done;
   const auto it = partial_.find(g);
   return it == partial_.end() ? 0 : it->second.count;
 }
 
-void Checkpoint::append(uint32_t kind, const std::string& payload) {
-  const std::string r = record(kind, payload);
+uint64_t Checkpoint::take_state(size_t g, std::string& state) {
+  const auto it = states_.find(g);
+  if (it == states_.end()) return 0;
+  state = std::move(it->second.payload);
+  it->second.payload.clear();
+  return it->second.done;
+}
+
+bool Checkpoint::due() const { return now_s() - last_write_ >= interval_s; }
+
+void Checkpoint::save_state(size_t g, uint64_t done, const std::string& state) {
+  std::string p;
+  put(p, uint64_t(g));
+  put(p, done);
+  p += state;
+  const std::string r = record(kState, p);
+  append_framed(r);
+  states_[g] = {done, std::string()};
+  // Each state replaces the one before: rewrite the file once the states
+  // it no longer needs outweigh the rest, so that it stays within twice
+  // its live size whatever the length of the group.
+  stale_bytes_ += last_state_bytes_;
+  last_state_bytes_ = r.size();
+  blocks_on_disk_ = true;
+  if (stale_bytes_ > written_bytes_ / 2) compact();
+  last_write_ = now_s();
+}
+
+void Checkpoint::append(uint32_t kind, const std::string& payload) { append_framed(record(kind, payload)); }
+
+void Checkpoint::append_framed(const std::string& records) {
+  written_bytes_ += records.size();
   size_t off = 0;
-  while (off < r.size()) {
-    const ssize_t w = ::write(fd_, r.data() + off, r.size() - off);
+  while (off < records.size()) {
+    const ssize_t w = ::write(fd_, records.data() + off, records.size() - off);
     if (w < 0) {
       if (errno == EINTR) continue;
       throw UsageError(fmt::format("checkpoint {}: write failed ({})", path_, std::strerror(errno)));
@@ -273,15 +300,7 @@ void Checkpoint::add_block(size_t g, uint64_t first, uint64_t count, const std::
 
 void Checkpoint::flush() {
   if (!pending_.empty()) {
-    size_t off = 0;  // records already framed: written as they are
-    while (off < pending_.size()) {
-      const ssize_t w = ::write(fd_, pending_.data() + off, pending_.size() - off);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        throw UsageError(fmt::format("checkpoint {}: write failed ({})", path_, std::strerror(errno)));
-      }
-      off += static_cast<size_t>(w);
-    }
+    append_framed(pending_);  // records already framed: written as they are
     pending_.clear();
     blocks_on_disk_ = true;
     partial_[pending_group_].count += pending_samples_;  // what a resume would find
@@ -298,19 +317,36 @@ void Checkpoint::finish_group(size_t g, const std::vector<ReportEntry>& entries)
   append(kGroup, json{{"group", g}, {"results", report_to_json(r)["results"]}}.dump());
   finished_[g] = entries;
   partial_.erase(g);
+  states_.erase(g);
   if (blocks_on_disk_) compact();
   last_write_ = now_s();
 }
 
-// Rewrites the file without its blocks (all of finished groups now).
+// Rewrites the file without its blocks (all of finished groups then) and
+// with only the last state of an unfinished group.
 void Checkpoint::compact() {
   const std::string bytes = read_all(path_);
   size_t valid = 0;
+  const std::vector<Record> recs = parse_records(bytes, valid);
+  size_t last_state = recs.size();
+  for (size_t i = 0; i < recs.size(); ++i)
+    if (recs[i].kind == kState) last_state = i;
   std::string kept;
-  for (const Record& r : parse_records(bytes, valid))
-    if (r.kind != kBlock) kept += record(r.kind, r.payload);
+  bool state_kept = false;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    if (recs[i].kind == kBlock || (recs[i].kind == kState && i != last_state)) continue;
+    if (recs[i].kind == kState) {
+      size_t at = 0;
+      if (finished_.count(get<uint64_t>(recs[i].payload, at))) continue;  // its group's entries are in
+      state_kept = true;
+    }
+    kept += record(recs[i].kind, recs[i].payload);
+  }
   OutputFile(path_).commit(kept);
-  blocks_on_disk_ = false;
+  blocks_on_disk_ = state_kept;
+  stale_bytes_ = 0;
+  written_bytes_ = kept.size();
+  if (!state_kept) last_state_bytes_ = 0;
   reopen();
 }
 

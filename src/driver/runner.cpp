@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include "core/progress.hpp"
 #include "core/signals.hpp"
 #include "driver/checkpoint.hpp"
+#include "metrics/sketch.hpp"
 #include "metrics/stats.hpp"
 #include "paths/gold/gold.hpp"
 
@@ -125,6 +127,7 @@ void Runner::run(const Group& group, uint64_t seed, SampleRange range, Sink& sin
     });
     r.metrics_ms = ms_since(t0);
     sink.consume(r);
+    if (sink.finished()) break;
 
     const auto now = Clock::now();
     if (progress && now - last > std::chrono::milliseconds(200)) {
@@ -147,11 +150,15 @@ nlohmann::json entry_axes(const Group& group, const Task& task, const std::vecto
 
 namespace {
 
-// Every sample's value of every metric, aggregated at the end of a group.
+// Every sample's value of every metric, aggregated at the end of a group:
+// kept and sorted (exact quantiles) or folded as they come (sketch).
 class StatsSink final : public Sink {
  public:
-  StatsSink(const std::vector<PathChoice>& paths, uint64_t seed, bool per_sample, std::vector<ReportEntry>& out)
-      : paths_(paths), seed_(seed), per_sample_(per_sample), out_(out) {}
+  StatsSink(const std::vector<PathChoice>& paths, uint64_t seed, const StatsOptions& options,
+            std::vector<ReportEntry>& out)
+      : paths_(paths), seed_(seed), o_(options), out_(out) {}
+
+  bool streaming() const { return o_.quantiles == Quantiles::kSketch; }
 
   // Samples [0, done) of the next group, saved by an interrupted run:
   // per task, values[i * metrics + m]. That group's run covers the rest.
@@ -159,30 +166,80 @@ class StatsSink final : public Sink {
     pre_n_ = done;
     pre_ = std::move(values);
   }
+  // The same for streaming statistics: per task and metric, the state.
+  void preload_state(uint64_t done, std::vector<std::vector<SketchState>> states) {
+    pre_n_ = done;
+    pre_states_ = std::move(states);
+  }
 
   void begin(const Group& g, uint64_t n) override {
     n_ = pre_n_ + n;
-    filled_ = 0;
+    stopped_ = false;
     values_.assign(g.tasks.size(), {});
-    for (size_t t = 0; t < g.tasks.size(); ++t) values_[t].assign(g.tasks[t].metrics->size(), std::vector<double>(n_));
-    for (size_t t = 0; t < values_.size() && pre_n_; ++t) {
-      const size_t nm = values_[t].size();
-      for (size_t i = 0; i < pre_n_; ++i)
-        for (size_t m = 0; m < nm; ++m) values_[t][m][i] = pre_[t][i * nm + m];
+    streams_.clear();
+    streams_.resize(g.tasks.size());
+    for (size_t t = 0; t < g.tasks.size(); ++t) {
+      const size_t nm = g.tasks[t].metrics->size();
+      if (!streaming()) {
+        values_[t].assign(nm, std::vector<double>(n_));
+        for (size_t i = 0; i < pre_n_; ++i)
+          for (size_t m = 0; m < nm; ++m) values_[t][m][i] = pre_[t][i * nm + m];
+      } else if (pre_n_) {
+        if (pre_states_.size() != g.tasks.size() || pre_states_[t].size() != nm)
+          throw UsageError("checkpoint: the saved statistics do not fit the configuration; delete it to start over");
+        for (size_t m = 0; m < nm; ++m) streams_[t].emplace_back(pre_states_[t][m]);
+      } else {
+        streams_[t].resize(nm);
+      }
     }
+    // The stop rule counts the 1s of its metric in every entry but the gold's own.
+    rule_.clear();
+    if (o_.until)
+      for (size_t t = 0; t < g.tasks.size(); ++t)
+        if (const size_t m = g.tasks[t].metrics->index(o_.until->metric); !g.tasks[t].reference && m != MetricSet::npos)
+          rule_.push_back({t, m, pre_n_ ? ones_before(t, m) : 0});
     filled_ = pre_n_;
     pre_n_ = 0;
     pre_.clear();
+    pre_states_.clear();
   }
 
   void consume(const BatchResult& b) override {  // batches arrive in sample order
     const size_t bn = b.samples.size();
-    for (size_t t = 0; t < values_.size(); ++t) {
-      const size_t nm = values_[t].size();
-      for (size_t i = 0; i < bn; ++i)
-        for (size_t m = 0; m < nm; ++m) values_[t][m][filled_ + i] = b.values[t][i * nm + m];
+    if (!o_.until) {  // the whole batch, task by task
+      for (size_t t = 0; t < b.values.size(); ++t) {
+        const size_t nm = b.group->tasks[t].metrics->size();
+        for (size_t i = 0; i < bn; ++i) add(t, filled_ + i, b.values[t].data() + i * nm, nm);
+      }
+      filled_ += bn;
+      return;
     }
-    filled_ += bn;
+    // Sample by sample, so that the group stops at the first sample after
+    // which the rule holds, whatever the batch.
+    for (size_t i = 0; i < bn && !stopped_; ++i) {
+      for (size_t t = 0; t < b.values.size(); ++t) {
+        const size_t nm = b.group->tasks[t].metrics->size();
+        add(t, filled_, b.values[t].data() + i * nm, nm);
+      }
+      ++filled_;
+      bool met = !rule_.empty();
+      for (Counted& c : rule_) {
+        c.ones += b.values[c.task][i * b.group->tasks[c.task].metrics->size() + c.metric] == 1.0;
+        met = met && o_.until->met(c.ones, filled_);
+      }
+      stopped_ = met;
+    }
+  }
+
+  bool finished() const override { return stopped_; }
+  uint64_t consumed() const { return filled_; }
+
+  // Streaming: the statistics of the samples consumed so far.
+  std::vector<std::vector<SketchState>> states() const {
+    std::vector<std::vector<SketchState>> s(streams_.size());
+    for (size_t t = 0; t < streams_.size(); ++t)
+      for (const StreamStats& x : streams_[t]) s[t].push_back(x.state());
+    return s;
   }
 
   void end(const Group& g) override {
@@ -190,29 +247,97 @@ class StatsSink final : public Sink {
       const Task& task = g.tasks[t];
       ReportEntry e;
       e.axes = entry_axes(g, task, paths_);
-      e.samples = n_;
+      e.samples = filled_;  // n_, or fewer where a stop rule held
       e.seed = seed_;
+      e.sketch = streaming();
       for (size_t m = 0; m < task.metrics->size(); ++m) {
         const MetricInfo& info = task.metrics->infos[m];
-        if (per_sample_) e.per_sample[info.name] = values_[t][m];
-        e.metrics[info.name] = aggregate(values_[t][m], info.kind == MetricKind::kFlag);
+        const bool flag = info.kind == MetricKind::kFlag;
+        if (streaming()) {
+          const SketchState st = streams_[t][m].state();
+          e.metrics[info.name] = st.stats(flag);
+          if (o_.keep_state) e.state[info.name] = st;
+          continue;
+        }
+        std::vector<double>& v = values_[t][m];
+        v.resize(filled_);
+        if (o_.keep_state) {
+          StreamStats st;
+          for (double x : v) st.add(x);
+          e.state[info.name] = st.state();
+        }
+        if (o_.per_sample) e.per_sample[info.name] = v;
+        e.metrics[info.name] = aggregate(v, flag);
       }
       out_.push_back(std::move(e));
     }
     values_.clear();
+    streams_.clear();
   }
 
  private:
+  void add(size_t t, uint64_t i, const double* v, size_t nm) {
+    if (streaming())
+      for (size_t m = 0; m < nm; ++m) streams_[t][m].add(v[m]);
+    else
+      for (size_t m = 0; m < nm; ++m) values_[t][m][i] = v[m];
+  }
+  // The 1s of task t's metric m among the preloaded samples.
+  uint64_t ones_before(size_t t, size_t m) const {
+    if (streaming()) {
+      const SketchState& s = pre_states_[t][m];
+      for (const SketchBucket& b : s.pos)
+        if (b.key == sketch_key(1.0)) return b.count;
+      return 0;
+    }
+    const size_t nm = values_[t].size();
+    uint64_t ones = 0;
+    for (size_t i = 0; i < pre_n_; ++i) ones += pre_[t][i * nm + m] == 1.0;
+    return ones;
+  }
+
+  struct Counted {
+    size_t task, metric;
+    uint64_t ones;
+  };
   const std::vector<PathChoice>& paths_;
   uint64_t seed_;
-  bool per_sample_;
+  StatsOptions o_;
   std::vector<ReportEntry>& out_;
   uint64_t n_ = 0, filled_ = 0, pre_n_ = 0;
-  std::vector<std::vector<std::vector<double>>> values_;  // [task][metric][sample]
+  bool stopped_ = false;
+  std::vector<std::vector<std::vector<double>>> values_;  // exact: [task][metric][sample]
+  std::vector<std::vector<StreamStats>> streams_;         // sketch: [task][metric]
+  std::vector<Counted> rule_;
   std::vector<std::vector<double>> pre_;
+  std::vector<std::vector<SketchState>> pre_states_;
 };
 
-// The statistics, and around them what RunControl asks for: blocks saved,
+// A group's streaming statistics as a checkpoint saves them, and back.
+std::string states_to_bytes(const std::vector<std::vector<SketchState>>& states) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& task : states) {
+    nlohmann::json t = nlohmann::json::array();
+    for (const SketchState& s : task) t.push_back(state_to_json(s));
+    j.push_back(std::move(t));
+  }
+  return j.dump();
+}
+
+std::vector<std::vector<SketchState>> states_from_bytes(const std::string& bytes, uint64_t done) {
+  try {
+    std::vector<std::vector<SketchState>> out;
+    for (const nlohmann::json& t : nlohmann::json::parse(bytes)) {
+      out.emplace_back();
+      for (const nlohmann::json& s : t) out.back().push_back(state_from_json(s, done));
+    }
+    return out;
+  } catch (const std::exception& e) {
+    throw UsageError(fmt::format("checkpoint: the saved statistics cannot be read ({}); delete it to start over", e.what()));
+  }
+}
+
+// The statistics, and around them what RunControl asks for: samples saved,
 // the progress bar moved, a stop noticed after each batch.
 class ControlSink final : public Sink {
  public:
@@ -223,24 +348,38 @@ class ControlSink final : public Sink {
     done_ = done;
     units_ = units_per_sample;
   }
-  void begin(const Group& g, uint64_t n) override { stats_.begin(g, n); }
+  void begin(const Group& g, uint64_t n) override {
+    stats_.begin(g, n);
+    cap_ = done_ + n;
+  }
   void consume(const BatchResult& b) override {
     stats_.consume(b);
-    const uint64_t bn = b.samples.size();
-    if (control_.checkpoint) control_.checkpoint->add_block(index_, done_, bn, b.values);
-    done_ += bn;
+    const uint64_t taken = stats_.consumed() - done_;  // fewer than the batch where a stop rule held
+    Checkpoint* ckpt = control_.checkpoint;
+    if (ckpt && !stats_.finished()) {
+      if (!stats_.streaming()) ckpt->add_block(index_, done_, taken, b.values);
+      else if (ckpt->due()) ckpt->save_state(index_, stats_.consumed(), states_to_bytes(stats_.states()));
+    }
+    done_ += taken;
     if (control_.progress)
-      control_.progress->advance(double(bn) * units_, fmt::format("{} C={} d={}", b.group->config.family,
-                                                                  b.group->config.chunk, b.group->config.dim));
+      control_.progress->advance(double(taken) * units_,
+                                 fmt::format("{} C={} d={}", b.group->config.family, b.group->config.chunk,
+                                             b.group->config.dim),
+                                 taken);
     if (control_.stop)
       if (const int sig = control_.stop()) {
-        if (control_.checkpoint) control_.checkpoint->flush();
+        if (ckpt && stats_.streaming() && !stats_.finished())
+          ckpt->save_state(index_, stats_.consumed(), states_to_bytes(stats_.states()));
+        else if (ckpt)
+          ckpt->flush();
         throw signals::Stopped{sig};
       }
   }
+  bool finished() const override { return stats_.finished(); }
   void end(const Group& g) override {
     const size_t before = out_.size();
     stats_.end(g);
+    if (control_.progress && done_ < cap_) control_.progress->skip(double(cap_ - done_) * units_);  // not needed
     if (control_.checkpoint)
       control_.checkpoint->finish_group(index_, std::vector<ReportEntry>(out_.begin() + long(before), out_.end()));
   }
@@ -250,9 +389,29 @@ class ControlSink final : public Sink {
   const RunControl& control_;
   std::vector<ReportEntry>& out_;
   size_t index_ = 0;
-  uint64_t done_ = 0;
+  uint64_t done_ = 0, cap_ = 0;
   double units_ = 0;
 };
+
+// Whether a group's entries (in task order) satisfy the stop rule: every
+// entry but the gold's own that has the rule's metric, and at least one.
+bool rule_met(const StopRule& rule, const Group& g, const ReportEntry* entries) {
+  bool any = false;
+  for (size_t t = 0; t < g.tasks.size(); ++t) {
+    const ReportEntry& e = entries[t];
+    const auto st = e.metrics.find(rule.metric);
+    if (g.tasks[t].reference || st == e.metrics.end()) continue;
+    uint64_t ones = static_cast<uint64_t>(std::llround(st->second.mean * double(e.samples)));
+    if (const auto s = e.state.find(rule.metric); s != e.state.end()) {
+      ones = 0;
+      for (const SketchBucket& b : s->second.pos)
+        if (b.key == sketch_key(1.0)) ones = b.count;
+    }
+    if (!rule.met(ones, e.samples)) return false;
+    any = true;
+  }
+  return any;
+}
 
 // Relative cost of one sample of a group: keys (C^2 d), the gold and each
 // path's L and inverse (C^3 each).
@@ -268,38 +427,53 @@ uint64_t doubles(uint64_t n) { return n * 8 + 32; }
 
 RunResult run_experiment(const std::vector<Point>& points, const std::vector<PathChoice>& paths, uint64_t samples,
                          uint64_t seed, const RunnerOptions& options, bool per_sample, uint64_t first_sample) {
+  StatsOptions stats;
+  stats.per_sample = per_sample;
+  return run_experiment(points, paths, samples, seed, options, stats, first_sample);
+}
+
+RunResult run_experiment(const std::vector<Point>& points, const std::vector<PathChoice>& paths, uint64_t samples,
+                         uint64_t seed, const RunnerOptions& options, const StatsOptions& stats,
+                         uint64_t first_sample) {
   Runner runner(paths, options);
-  const Plan plan = runner.plan(points);
-  RunResult result;
-  result.skipped = plan.skipped;
-  StatsSink sink(runner.paths(), seed, per_sample, result.entries);
-  for (const Group& g : plan.groups) runner.run(g, seed, {first_sample, samples}, sink);
-  return result;
+  return run_experiment(runner, runner.plan(points), samples, seed, stats, RunControl{}, first_sample);
 }
 
 RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uint64_t seed, bool per_sample,
                          const RunControl& control, uint64_t first_sample) {
+  StatsOptions stats;
+  stats.per_sample = per_sample;
+  return run_experiment(runner, plan, samples, seed, stats, control, first_sample);
+}
+
+RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uint64_t seed, const StatsOptions& options,
+                         const RunControl& control, uint64_t first_sample) {
   RunResult result;
   result.skipped = plan.skipped;
-  StatsSink stats(runner.paths(), seed, per_sample, result.entries);
+  StatsSink stats(runner.paths(), seed, options, result.entries);
   ControlSink sink(stats, control, result.entries);
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     const Group& g = plan.groups[i];
     const double units = sample_cost(g);
-    if (const auto* done = control.checkpoint ? control.checkpoint->finished(i) : nullptr) {
-      result.entries.insert(result.entries.end(), done->begin(), done->end());
+    const size_t before = result.entries.size();
+    if (const auto* saved = control.checkpoint ? control.checkpoint->finished(i) : nullptr) {
+      result.entries.insert(result.entries.end(), saved->begin(), saved->end());
       if (control.progress) control.progress->skip(double(samples) * units);
-      continue;
-    }
-    uint64_t done = 0;
-    if (control.checkpoint) {
-      std::vector<std::vector<double>> values;
-      done = control.checkpoint->take_partial(i, values);
-      stats.preload(done, std::move(values));
+    } else {
+      uint64_t done = 0;
+      if (control.checkpoint && stats.streaming()) {
+        std::string state;
+        if ((done = control.checkpoint->take_state(i, state))) stats.preload_state(done, states_from_bytes(state, done));
+      } else if (control.checkpoint) {
+        std::vector<std::vector<double>> values;
+        done = control.checkpoint->take_partial(i, values);
+        stats.preload(done, std::move(values));
+      }
       if (control.progress) control.progress->skip(double(done) * units);
+      sink.start(i, done, units);
+      runner.run(g, seed, {first_sample + done, samples - done}, sink);
     }
-    sink.start(i, done, units);
-    runner.run(g, seed, {first_sample + done, samples - done}, sink);
+    if (options.until && !rule_met(*options.until, g, result.entries.data() + before)) result.unmet.push_back(i);
   }
   return result;
 }
@@ -310,7 +484,7 @@ double run_work(const Plan& plan, uint64_t samples) {
   return w;
 }
 
-RunMemory run_memory(const Plan& plan, uint64_t samples, uint64_t batch, bool per_sample) {
+RunMemory run_memory(const Plan& plan, uint64_t samples, uint64_t batch, bool per_sample, Quantiles quantiles) {
   RunMemory m;
   const uint64_t b = std::min(std::max<uint64_t>(batch, 1), samples);
   for (const Group& g : plan.groups) {
@@ -323,7 +497,11 @@ RunMemory run_memory(const Plan& plan, uint64_t samples, uint64_t batch, bool pe
     }
     per += metrics * 8;
     m.batch = std::max(m.batch, b * per);
-    m.statistics = std::max(m.statistics, samples * metrics * 8);
+    // A sketch touches a page of 2^10 counts per binade its values reach;
+    // 16 binades (a factor of 65536 between the least and largest value) is
+    // generous for a metric.
+    m.statistics = std::max(m.statistics, quantiles == Quantiles::kExact ? samples * metrics * 8
+                                                                         : metrics * (16 * 8192 + 1024));
     // Kept in the entries, then as JSON numbers and their text.
     if (per_sample) m.per_sample += samples * metrics * (8 + 32 + 24);
   }

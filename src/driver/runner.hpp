@@ -15,6 +15,7 @@
 
 #include "core/thread_pool.hpp"
 #include "driver/spec.hpp"
+#include "driver/until.hpp"
 #include "metrics/metrics.hpp"
 #include "paths/path.hpp"
 #include "report/report.hpp"
@@ -71,6 +72,8 @@ class Sink {
   virtual ~Sink() = default;
   virtual void begin(const Group&, uint64_t /*samples*/) {}
   virtual void consume(const BatchResult& batch) = 0;
+  // True once the sink needs no more samples of this group (a stop rule held).
+  virtual bool finished() const { return false; }
   virtual void end(const Group&) {}
 };
 
@@ -99,14 +102,34 @@ class Runner {
   ThreadPool pool_;
 };
 
+// How a run's values become statistics (docs/design.md, "Statistics that
+// stream"). Exact: every value of a group kept, sorted, exact quantiles.
+// Sketch: folded as they come into a state of fixed size (metrics/sketch):
+// exact counts, min and max, an order-free mean, quantiles within 2^-10.
+enum class Quantiles { kExact, kSketch };
+// Up to this many samples per configuration, `run` keeps exact quantiles
+// unless told otherwise (--quantiles auto).
+inline constexpr uint64_t kExactQuantilesUpTo = 1'000'000;
+
+struct StatsOptions {
+  bool per_sample = false;  // every value in the report (exact quantiles)
+  Quantiles quantiles = Quantiles::kExact;
+  bool keep_state = false;  // entries carry the mergeable state (run --shard, --until)
+  const StopRule* until = nullptr;  // a group stops when it holds (its samples: the cap)
+};
+
 // The report entries of a run: every group over `samples` samples from
 // `first_sample`, aggregated (and per sample when asked).
 struct RunResult {
   std::vector<ReportEntry> entries;
   std::vector<std::string> skipped;
+  std::vector<size_t> unmet;  // with a stop rule: the groups that reached the cap without it
 };
 RunResult run_experiment(const std::vector<Point>& points, const std::vector<PathChoice>& paths, uint64_t samples,
                          uint64_t seed, const RunnerOptions& options, bool per_sample = false,
+                         uint64_t first_sample = 0);
+RunResult run_experiment(const std::vector<Point>& points, const std::vector<PathChoice>& paths, uint64_t samples,
+                         uint64_t seed, const RunnerOptions& options, const StatsOptions& stats,
                          uint64_t first_sample = 0);
 
 // What run_experiment does besides computing, each optional: save as it
@@ -123,19 +146,23 @@ struct RunControl {
 };
 RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uint64_t seed, bool per_sample,
                          const RunControl& control, uint64_t first_sample = 0);
+RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uint64_t seed, const StatsOptions& stats,
+                         const RunControl& control, uint64_t first_sample = 0);
 // Units of work of a run for a progress bar: samples weighted by their cost.
 double run_work(const Plan& plan, uint64_t samples);
 
 // Memory a run holds at its peak, estimated before anything is allocated:
 // a batch of the group that needs most, every sample's metric values of
-// one group, and with per_sample every value of every group in the report.
+// one group (exact quantiles) or its sketches, and with per_sample every
+// value of every group in the report.
 struct RunMemory {
   uint64_t batch = 0;       // the batch's samples, gold, outputs and values
-  uint64_t statistics = 0;  // one group's metric values (all its samples)
+  uint64_t statistics = 0;  // one group's metric values (all its samples), or its sketches
   uint64_t per_sample = 0;  // the report's per-sample values
   uint64_t total() const { return batch + statistics + per_sample; }
 };
-RunMemory run_memory(const Plan& plan, uint64_t samples, uint64_t batch, bool per_sample);
+RunMemory run_memory(const Plan& plan, uint64_t samples, uint64_t batch, bool per_sample,
+                     Quantiles quantiles = Quantiles::kExact);
 // Memory of one sample and its gold (inspect --export holds them all).
 uint64_t sample_memory(const Configuration& config);
 

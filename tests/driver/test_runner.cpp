@@ -20,6 +20,7 @@
 #include "inputs/family.hpp"
 #include "core/error.hpp"
 #include "gpu/gpu.hpp"
+#include "report/merge.hpp"
 #include "report/report.hpp"
 #include "support/shell.hpp"
 
@@ -323,6 +324,129 @@ TEST(Run, SameResultsAtEveryResumePoint) {
   fs::remove_all(d);
 }
 
+// The shards of a run, each on its own threads and batches, merged: the
+// unsharded run's entries bit for bit, with sketch quantiles and with exact
+// ones from per-sample values.
+TEST(Run, SameResultsForAnyShardSplit) {
+  const auto cfg = configs_of({"family=[floor,model_like,weak_decay_correlated]", "chunk=[8,17]", "dim=32"});
+  const auto paths = parse_paths("gold,emulated");
+  const uint64_t samples = 23;
+  for (const bool per_sample : {false, true}) {
+    StatsOptions whole_stats;
+    whole_stats.per_sample = per_sample;
+    whole_stats.quantiles = per_sample ? Quantiles::kExact : Quantiles::kSketch;
+    RunnerOptions one;
+    one.threads = 1;
+    Report want;
+    want.results = run_experiment(cfg, paths, samples, 5, one, whole_stats).entries;
+    for (const uint64_t n : {1, 2, 3, 7, 23}) {
+      std::vector<ShardReport> shards;
+      for (uint64_t i = n; i >= 1; --i) {  // in any order
+        RunnerOptions o;
+        o.threads = int(1 + i % 3);
+        o.batch = 1 + i % 5;
+        StatsOptions st = whole_stats;
+        st.keep_state = true;
+        const auto [first, count] = shard_span({i, n}, samples);
+        ShardReport r{"shard" + std::to_string(i), {}};
+        r.report.results = run_experiment(cfg, paths, count, 5, o, st, first).entries;
+        r.report.meta["shard"] = shard_meta({i, n}, samples, {{"samples", samples}, {"seed", 5}});
+        shards.push_back(std::move(r));
+      }
+      const Report got = merge_shards(shards);
+      EXPECT_EQ(report_to_json(want)["results"].dump(), report_to_json(got)["results"].dump())
+          << n << " shards" << (per_sample ? ", per sample" : "");
+    }
+  }
+}
+
+// Streaming statistics saved as their state: a run stopped after any batch
+// and resumed on other threads and batches gives the uninterrupted entries.
+TEST(Run, SameSketchResultsAtEveryResumePoint) {
+  const auto cfg = configs_of({"family=[floor,model_like]", "chunk=[8,17]", "dim=32"});
+  const auto paths = parse_paths("gold,emulated");
+  StatsOptions st;
+  st.quantiles = Quantiles::kSketch;
+  st.keep_state = true;
+  RunnerOptions whole;
+  whole.threads = 1;
+  Report want;
+  want.results = run_experiment(cfg, paths, 23, 5, whole, st).entries;
+  const fs::path d = temp_dir() / "sketch-resume-points";
+  fs::create_directories(d);
+  for (int stop_after : {1, 5, 6, 7, 13, 24}) {
+    const std::string file = (d / ("c" + std::to_string(stop_after))).string();
+    const nlohmann::json identity = {{"case", stop_after}};
+    {
+      RunnerOptions o;
+      o.threads = 2;
+      o.batch = 4;
+      Runner runner(paths, o);
+      auto ck = Checkpoint::create(file, identity, nlohmann::json::object());
+      ck->interval_s = stop_after % 2 ? 0 : 1000;  // a state after every batch, or only when stopping
+      int batches = 0;
+      const RunControl stop{ck.get(), nullptr, [&] { return ++batches == stop_after ? SIGINT : 0; }};
+      EXPECT_THROW(run_experiment(runner, runner.plan(cfg), 23, 5, st, stop), signals::Stopped) << stop_after;
+    }
+    RunnerOptions o;
+    o.threads = 3;
+    o.batch = 7;
+    Runner runner(paths, o);
+    auto ck = Checkpoint::open(file, identity);
+    const RunControl resume{ck.get(), nullptr, nullptr};
+    Report got;
+    got.results = run_experiment(runner, runner.plan(cfg), 23, 5, st, resume).entries;
+    EXPECT_EQ(report_to_json(want).dump(), report_to_json(got).dump()) << "stopped after batch " << stop_after;
+  }
+  fs::remove_all(d);
+}
+
+// A stop rule is checked after every sample in index order: the run stops
+// at the same sample whatever the threads and batches, the first sample
+// after which every entry has the failures asked for.
+TEST(Run, StopRuleStopsAtTheSameSampleWhateverTheBatch) {
+  const auto cfg = configs_of({"family=model_like", "chunk=[32,48]", "dim=32"});
+  const auto paths = parse_paths("emulated");
+  RunnerOptions one;
+  one.threads = 1;
+  const auto all = run_experiment(cfg, paths, 600, 2, one, true).entries;  // every sample's values
+  const StopRule rule = parse_until("inv_finite.failures>=5");
+  std::vector<uint64_t> want;
+  for (const ReportEntry& e : all) {
+    const std::vector<double>& f = e.per_sample.at("inv_finite");
+    uint64_t failures = 0, n = 0;
+    while (n < f.size() && failures < 5) failures += f[n++] == 0.0;
+    want.push_back(n);
+  }
+  ASSERT_LT(want[0], 600u) << "model_like C=32 fails often enough for the rule to hold";
+  EXPECT_EQ(want[1], 5u) << "every C=48 inverse overflows";
+  std::string first;
+  for (const auto& [threads, batch] : {std::pair{1, 1}, {3, 7}, {2, 256}}) {
+    RunnerOptions o;
+    o.threads = threads;
+    o.batch = uint64_t(batch);
+    StatsOptions st;
+    st.quantiles = Quantiles::kSketch;
+    st.keep_state = true;
+    st.until = &rule;
+    const RunResult r = run_experiment(cfg, paths, 600, 2, o, st);
+    ASSERT_EQ(r.entries.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) EXPECT_EQ(r.entries[i].samples, want[i]) << threads << " threads, batch " << batch;
+    EXPECT_TRUE(r.unmet.empty());
+    Report rep;
+    rep.results = r.entries;
+    if (first.empty()) first = report_to_json(rep).dump();
+    EXPECT_EQ(first, report_to_json(rep).dump()) << threads << " threads, batch " << batch;
+  }
+  // A cap below the rule: every sample to the cap, and the configuration named.
+  StatsOptions st;
+  st.quantiles = Quantiles::kSketch;
+  st.until = &rule;
+  const RunResult capped = run_experiment(cfg, paths, want[0] - 1, 2, one, st);
+  EXPECT_EQ(capped.entries[0].samples, want[0] - 1);
+  EXPECT_EQ(capped.unmet, std::vector<size_t>{0});
+}
+
 // Memory is estimated before anything is allocated: more samples, a larger
 // batch or per-sample values need more, and a batch is bounded by samples.
 TEST(Run, MemoryEstimateGrowsWithWhatIsHeld) {
@@ -337,4 +461,9 @@ TEST(Run, MemoryEstimateGrowsWithWhatIsHeld) {
   EXPECT_LT(run_memory(small, 1000, 100, false).batch, run_memory(big, 1000, 100, false).batch);
   // At C=64, d=128 a sample's keys alone are 64 KiB: a batch of 4096 holds more than 4096 of them.
   EXPECT_GT(run_memory(big, 4096, 4096, false).batch, 4096u * 64 * 128 * 8);
+  // Sketch quantiles: the same memory for 10^6 samples as for 10^12.
+  EXPECT_EQ(run_memory(small, 1000000, 4096, false, Quantiles::kSketch).total(),
+            run_memory(small, 1000000000000, 4096, false, Quantiles::kSketch).total());
+  EXPECT_LT(run_memory(small, 1000000, 4096, false, Quantiles::kSketch).total(),
+            run_memory(small, 1000000, 4096, false).total());
 }
