@@ -13,6 +13,7 @@ _chunkinv_words() {  # the binary's own words for a value of option $2 of subcom
         check) echo md json ;;
         *) echo text json ;;
       esac ;;
+    --quantiles) echo auto exact sketch ;;
     --preset|-p) "$bin" table --help 2>/dev/null | sed -n 's/.*table layout: //p' | tr -d ',' ;;
     --family) "$bin" run --list-families 2>/dev/null | sed -n 's/^\([a-z_]*\):.*/\1/p' ;;
     -a|--axis)
@@ -39,7 +40,7 @@ _chunkinv() {
     return
   fi
   case $prev in
-    --paths|--format|-f|--preset|-p|--family|-a|--axis)
+    --paths|--format|-f|--preset|-p|--family|-a|--axis|--quantiles)
       local words
       words=$(_chunkinv_words "$bin" "$cmd" "$prev")
       if [[ $prev == -a || $prev == --axis ]]; then
@@ -58,8 +59,10 @@ _chunkinv() {
     -o|--output|--inputs|--export|--baseline|-b|--rules|-r|--candidate)
       COMPREPLY=($(compgen -f -- "$cur"))
       return ;;
-    --samples|--seed|--batch|--threads|--max-memory|--checkpoint-every|--index|--sample|--count|--repeat|--validate|--cpu-samples)
+    --samples|--seed|--batch|--threads|--max-memory|--checkpoint-every|--index|--sample|--count|--repeat|--validate|--cpu-samples|--shard)
       return ;;  # a number
+    --until|--until-ci)
+      return ;;  # a rule
   esac
   if [[ $cur == -* ]]; then
     COMPREPLY=($(compgen -W "$("$bin" "$cmd" --help 2>/dev/null | grep -oE -- '(^| |,)--?[a-zA-Z][a-z0-9-]*' | sed 's/^[ ,]//' | sort -u)" -- "$cur"))

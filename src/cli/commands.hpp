@@ -20,6 +20,7 @@ void set_info_command(CLI::App& app);
 void set_bench_command(CLI::App& app);
 void set_table_command(CLI::App& app);
 void set_check_command(CLI::App& app);
+void set_merge_command(CLI::App& app);
 void set_inspect_command(CLI::App& app);
 void set_search_command(CLI::App& app);
 void set_score_command(CLI::App& app);

@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   cli::set_bench_command(app);
   cli::set_table_command(app);
   cli::set_check_command(app);
+  cli::set_merge_command(app);
   cli::set_inspect_command(app);
   cli::set_search_command(app);
   cli::set_score_command(app);

@@ -1,7 +1,10 @@
 // chunkinv run: experiments from config files and/or axes on the command line.
 // Every option is checked before any work; a run with -o FILE is saved as
 // it goes beside the report (FILE.ckpt) and `--resume` finishes it after a
-// kill (docs/reliability.md).
+// kill (docs/reliability.md). `--shard i/n` runs a fixed part of every
+// configuration's samples for `chunkinv merge`; `--until` stops each
+// configuration by a rule; `--quantiles` chooses exact or sketch quantiles
+// (docs/design.md, "Statistics that stream").
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -20,6 +23,7 @@
 #include "driver/checkpoint.hpp"
 #include "driver/runner.hpp"
 #include "driver/spec.hpp"
+#include "report/merge.hpp"
 #include "report/report.hpp"
 #include "report/table.hpp"
 
@@ -37,7 +41,8 @@ struct RunArgs {
   std::string inputs;
   std::string output;
   std::string table_format = "md";
-  bool per_sample = false, quiet = false, dry_run = false, resume = false;
+  std::string shard, quantiles, until, until_ci;
+  bool per_sample = false, quiet = false, dry_run = false, resume = false, exact_quantiles = false;
   bool list_families = false, list_methods = false, list_paths = false;
 };
 
@@ -91,14 +96,14 @@ std::string shell_command(const std::vector<std::string>& argv) {
 // batch that cannot fit, saying how many would.
 // `batch_given` 0: none given.
 uint64_t check_memory(const Plan& plan, uint64_t samples, const std::string& samples_name, uint64_t batch_given,
-                      bool per_sample, const MemoryBudget& budget) {
+                      bool per_sample, Quantiles quantiles, const MemoryBudget& budget) {
   const uint64_t usable = budget.bytes / 10 * 9;  // a tenth for the allocator and everything else
   uint64_t batch = batch_given ? batch_given : kDefaultBatch;
   if (!batch_given)
-    while (batch > 1 && run_memory(plan, samples, batch, per_sample).batch > usable / 4) batch /= 2;
-  const RunMemory m = run_memory(plan, samples, batch, per_sample);
+    while (batch > 1 && run_memory(plan, samples, batch, per_sample, quantiles).batch > usable / 4) batch /= 2;
+  const RunMemory m = run_memory(plan, samples, batch, per_sample, quantiles);
   if (m.total() <= usable) return batch;
-  const auto fits = [&](uint64_t s, uint64_t b) { return run_memory(plan, s, b, per_sample).total() <= usable; };
+  const auto fits = [&](uint64_t s, uint64_t b) { return run_memory(plan, s, b, per_sample, quantiles).total() <= usable; };
   const auto largest = [&](uint64_t hi, auto ok) {  // the largest n in [0, hi] with ok(n)
     uint64_t lo = 0;
     while (lo < hi) {
@@ -112,8 +117,9 @@ uint64_t check_memory(const Plan& plan, uint64_t samples, const std::string& sam
   if (!fits(samples, 1)) {
     const uint64_t most = largest(samples, [&](uint64_t s) { return s == 0 || fits(s, std::min(batch, s)); });
     throw UsageError(fmt::format(
-        "{} {}: every sample's metric values{} need {}, more than {}; at most {} samples fit (or raise --max-memory "
-        "where more memory is really there)",
+        "{} {}: every sample's metric values{} need {}, more than {}; at most {} samples fit (or leave out "
+        "--per-sample and --quantiles exact: sketch quantiles need memory independent of the samples; or raise "
+        "--max-memory where more memory is really there)",
         samples_name, samples, per_sample ? ", kept for the per-sample report," : "",
         format_bytes(double(m.statistics + m.per_sample)), limit, most));
   }
@@ -122,6 +128,31 @@ uint64_t check_memory(const Plan& plan, uint64_t samples, const std::string& sam
       "--batch {}: a batch of the largest configuration needs {}, {} in all with the statistics, more than {}; at most "
       "{} samples per batch fit (results do not depend on --batch)",
       batch, format_bytes(double(m.batch)), format_bytes(double(m.total())), limit, most));
+}
+
+// --quantiles (and --exact-quantiles): what the statistics of this run are.
+// auto: exact up to kExactQuantilesUpTo samples per configuration, and with
+// --per-sample; sketch beyond, and for shards and stop rules (their
+// entries carry the state a merge or a later look needs).
+Quantiles choose_quantiles(const RunArgs& a, uint64_t samples, bool shard, bool until) {
+  std::string mode = a.quantiles.empty() ? "auto" : a.quantiles;
+  if (mode != "auto" && mode != "exact" && mode != "sketch") {
+    const std::string near = nearest(mode, {"auto", "exact", "sketch"});
+    throw UsageError(fmt::format("--quantiles {}: must be auto, exact or sketch{}", mode,
+                                 near.empty() ? "" : fmt::format(" (did you mean {}?)", near)));
+  }
+  if (a.exact_quantiles) {
+    if (mode == "sketch") throw UsageError("--exact-quantiles and --quantiles sketch: give one of them");
+    mode = "exact";
+  }
+  if (mode == "sketch" && a.per_sample)
+    throw UsageError("--quantiles sketch with --per-sample: every value is kept, so the quantiles are exact; leave out one of them");
+  if (mode == "exact" && shard && !a.per_sample)
+    throw UsageError("--shard with exact quantiles needs --per-sample: the merge puts every value back together "
+                     "(without it, shards take sketch quantiles)");
+  if (mode == "exact") return Quantiles::kExact;
+  if (mode == "sketch") return Quantiles::kSketch;
+  return a.per_sample || (!shard && !until && samples <= kExactQuantilesUpTo) ? Quantiles::kExact : Quantiles::kSketch;
 }
 
 void run(const RunArgs& a) {
@@ -138,6 +169,15 @@ void run(const RunArgs& a) {
   const uint64_t max_memory = a.max_memory.empty() ? 0 : parse_size("--max-memory", a.max_memory);
   const double every = a.checkpoint_every.empty() ? 10.0 : double(parse_count("--checkpoint-every", a.checkpoint_every, 0, 86400));
   if (!a.paths.empty()) parse_paths(a.paths);  // a typo is named even when nothing else is given
+  std::optional<Shard> shard;
+  if (!a.shard.empty()) shard = parse_shard(a.shard);
+  std::optional<StopRule> until;
+  if (!a.until.empty() && !a.until_ci.empty()) throw UsageError("--until and --until-ci: give one stop rule");
+  if (!a.until.empty()) until = parse_until(a.until);
+  if (!a.until_ci.empty()) until = parse_until_ci(a.until_ci);
+  if (shard && until)
+    throw UsageError("--shard with a stop rule: a rule stops a configuration at a sample that depends on every sample "
+                     "before it, which a shard does not see; run it without --shard");
   if (a.configs.empty() && a.axes.empty() && a.inputs.empty())
     throw UsageError("run: nothing to run; give a config file, -a axes or --inputs (docs/configs.md)");
 
@@ -170,6 +210,12 @@ void run(const RunArgs& a) {
   }
   if (samples == 0 || samples > kMaxSamples)
     throw UsageError(fmt::format("{} {}: must be a whole number from 1 to {}", samples_name, samples, kMaxSamples));
+  if (shard && shard->count > samples)
+    throw UsageError(fmt::format("--shard {}: {} shards of {} samples; at most {} shards (a shard holds a sample at least)",
+                                 a.shard, shard->count, samples, samples));
+  const Quantiles quantiles = choose_quantiles(a, samples, shard.has_value(), until.has_value());
+  // This process's samples of every configuration: all, or the shard's.
+  const auto [first_sample, run_samples] = shard ? shard_span(*shard, samples) : std::pair<uint64_t, uint64_t>{0, samples};
 
   // The destination: a directory, a missing folder, a read-only file or an input is refused now.
   std::optional<OutputFile> out;
@@ -199,7 +245,7 @@ void run(const RunArgs& a) {
                                    samples, g.config.family, *n, g.config.chunk, *n));
   const MemoryBudget budget =
       max_memory ? MemoryBudget{max_memory, "--max-memory"} : memory_budget(runner.pool().size());
-  runner.set_batch(check_memory(plan, samples, samples_name, cli_batch, a.per_sample, budget));
+  runner.set_batch(check_memory(plan, run_samples, samples_name, cli_batch, a.per_sample, quantiles, budget));
 
   // What the results depend on: a resume must match it exactly.
   nlohmann::json identity = build_identity();
@@ -207,12 +253,20 @@ void run(const RunArgs& a) {
   identity["seed"] = spec.seed;
   identity["samples"] = samples;
   identity["per_sample"] = a.per_sample;
+  identity["quantiles"] = quantiles == Quantiles::kExact ? "exact" : "sketch";
+  if (until) identity["until"] = until->text;
   std::vector<std::string> labels;
   for (const PathChoice& p : runner.paths()) labels.push_back(p.label());
   identity["paths"] = labels;
   identity["entries"] = nlohmann::json::array();
   for (const Group& g : plan.groups)
     for (const Task& t : g.tasks) identity["entries"].push_back(entry_axes(g, t, runner.paths()));
+  // What every shard of this run shares (merge compares it); the entries
+  // are compared in the results themselves.
+  nlohmann::json run_identity = identity;
+  run_identity.erase("entries");
+  if (shard) identity["shard"] = fmt::format("{}/{}", shard->index, shard->count);
+  const StatsOptions stats{a.per_sample, quantiles, shard || until, until ? &*until : nullptr};
 
   const std::string ckpt_path = checkpointed ? sibling_path(out->target(), ".ckpt") : std::string();
   struct stat st;
@@ -223,10 +277,17 @@ void run(const RunArgs& a) {
   if (a.resume) ckpt = Checkpoint::open(ckpt_path, identity);
 
   if (a.dry_run) {
-    const RunMemory m = run_memory(plan, samples, runner.options().batch, a.per_sample);
-    fmt::print("{}: {} configuration{}, {} report entr{}, {} sample{} each, seed {}, paths {}\n", spec.name,
+    const RunMemory m = run_memory(plan, run_samples, runner.options().batch, a.per_sample, quantiles);
+    fmt::print("{}: {} configuration{}, {} report entr{}, {} sample{} each{}, seed {}, paths {}\n", spec.name,
                plan.groups.size(), plan.groups.size() == 1 ? "" : "s", entries, entries == 1 ? "y" : "ies", samples,
-               samples == 1 ? "" : "s", spec.seed, fmt::join(labels, ", "));
+               samples == 1 ? "" : "s", until ? " at most" : "", spec.seed, fmt::join(labels, ", "));
+    if (shard)
+      fmt::print("shard {}/{}: samples {} to {} of each configuration\n", shard->index, shard->count, first_sample,
+                 first_sample + run_samples - 1);
+    if (until) fmt::print("stop rule: {} (each configuration)\n", until->text);
+    fmt::print("quantiles: {}\n", quantiles == Quantiles::kExact
+                                     ? "exact (every value kept)"
+                                     : fmt::format("sketch (relative error below {:.3g}%)", 100 * kSketchRelativeError));
     for (size_t i = 0; i < plan.groups.size(); ++i) {
       const Group& g = plan.groups[i];
       std::vector<std::string> tasks;
@@ -260,14 +321,14 @@ void run(const RunArgs& a) {
   if (!a.quiet)
     for (const auto& why : plan.skipped) std::fprintf(stderr, "skipped: %s\n", why.c_str());
 
-  ProgressBar bar(run_work(plan, samples), !a.quiet);
+  ProgressBar bar(run_work(plan, run_samples), !a.quiet);
   // With a checkpoint, the first Ctrl-C stops after the batch and saves it.
   std::optional<signals::StopPoint> stop_point;
   if (ckpt) stop_point.emplace();
   RunControl control{ckpt.get(), &bar, ckpt ? std::function<int()>([] { return signals::received(); }) : nullptr};
   RunResult result;
   try {
-    result = run_experiment(runner, plan, samples, spec.seed, a.per_sample, control);
+    result = run_experiment(runner, plan, run_samples, spec.seed, stats, control, first_sample);
   } catch (const signals::Stopped& s) {
     bar.finish();
     size_t done = ckpt->groups_finished();
@@ -292,6 +353,18 @@ void run(const RunArgs& a) {
   report.meta["seed"] = spec.seed;
   report.meta["samples"] = samples;
   report.meta["experiment"] = spec.name;
+  report.meta["quantiles"] = quantiles == Quantiles::kExact
+                                 ? nlohmann::json{{"mode", "exact"}}
+                                 : nlohmann::json{{"mode", "sketch"}, {"relative_error", kSketchRelativeError}};
+  if (shard) report.meta["shard"] = shard_meta(*shard, samples, run_identity);
+  if (until) {
+    nlohmann::json unmet = nlohmann::json::array();
+    for (size_t g : result.unmet) unmet.push_back(describe(plan.groups[g].config));
+    report.meta["until"] = {{"rule", until->text}, {"cap", samples}, {"unmet", unmet}};
+    if (!a.quiet && !result.unmet.empty())
+      std::fprintf(stderr, "%s: %zu of %zu configurations reached the cap of %llu samples without it (meta.until.unmet)\n",
+                   until->text.c_str(), result.unmet.size(), plan.groups.size(), static_cast<unsigned long long>(samples));
+  }
   if (out) {
     out->commit(report_to_json(report).dump(1) + "\n");
     if (ckpt) ckpt->remove();  // kept when the report could not be written: --resume writes it without computing
@@ -321,7 +394,19 @@ void set_run_command(CLI::App& app) {
                   "samples per batch (default 4096, less where memory is short; results do not depend on it)");
   cmd->add_option("--max-memory", args->max_memory,
                   "memory this run may use, e.g. 8G (default: what ulimit, the cgroup and MemAvailable leave)");
-  cmd->add_flag("--per-sample", args->per_sample, "keep every sample's metric values in the report");
+  cmd->add_flag("--per-sample", args->per_sample, "keep every sample's metric values in the report (exact quantiles)");
+  cmd->add_option("--quantiles", args->quantiles,
+                  "auto (default: exact up to 10^6 samples per configuration, sketch beyond, and for --shard and --until), "
+                  "exact (every value kept and sorted), sketch (memory independent of the samples, relative error < 2^-10)");
+  cmd->add_flag("--exact-quantiles", args->exact_quantiles, "the same as --quantiles exact");
+  cmd->add_option("--shard", args->shard,
+                  "i/n: run shard i of n (1 <= i <= n) of every configuration's samples; `chunkinv merge` joins the shards");
+  cmd->add_option("--until", args->until,
+                  "stop each configuration once every entry has METRIC.failures>=N (or .successes>=N), e.g. "
+                  "inv_finite.failures>=100; --samples is the cap");
+  cmd->add_option("--until-ci", args->until_ci,
+                  "METRIC:W: stop each configuration once every entry's 95% Wilson interval of the share is narrower than "
+                  "W times the rarer share, e.g. inv_finite:0.1; --samples is the cap");
   cmd->add_flag("--resume", args->resume, "finish a run that was stopped or killed, from FILE.ckpt (same options as it had)");
   cmd->add_option("--checkpoint-every", args->checkpoint_every,
                   "seconds between saves of a long configuration's finished samples (default 10)");

@@ -264,16 +264,22 @@ TEST(Cli, LimitsAreCheckedBeforeAllocatingAndSayWhatFits) {
   const std::string dir = temp_dir();
   const std::regex most("at most ([0-9]+) samples");
   std::smatch m;
-  // Samples: every sample's metrics are held until the configuration is aggregated.
-  Proc p = sh(dir, "run -a chunk=16 --samples 1e9 --max-memory 800M -q -o r.json");
+  // Samples: with exact quantiles every sample's metrics are held until the
+  // configuration is aggregated; sketch quantiles (the default past 10^6
+  // samples) need the same memory for 10^9 samples as for 10^6.
+  Proc p = sh(dir, "run -a chunk=16 --samples 1e9 --exact-quantiles --max-memory 800M -q -o r.json");
   EXPECT_EQ(p.status, 2) << p.out;
   EXPECT_NE(p.out.find("--samples 1000000000: every sample's metric values need"), std::string::npos) << p.out;
   EXPECT_NE(p.out.find("800 MiB this process may use (--max-memory)"), std::string::npos) << p.out;
   ASSERT_TRUE(std::regex_search(p.out, m, most)) << p.out;
   const uint64_t samples = std::stoull(m[1]);
   EXPECT_GT(samples, 100000u);
-  EXPECT_EQ(sh(dir, "run -a chunk=16 --samples " + std::to_string(samples) + " --max-memory 800M --dry-run").status, 0);
-  EXPECT_EQ(sh(dir, "run -a chunk=16 --samples " + std::to_string(samples + 1) + " --max-memory 800M --dry-run").status, 2);
+  const std::string exact = " --exact-quantiles --max-memory 800M --dry-run";
+  EXPECT_EQ(sh(dir, "run -a chunk=16 --samples " + std::to_string(samples) + exact).status, 0);
+  EXPECT_EQ(sh(dir, "run -a chunk=16 --samples " + std::to_string(samples + 1) + exact).status, 2);
+  p = sh(dir, "run -a chunk=16 --samples 1e9 --max-memory 800M --dry-run");
+  EXPECT_EQ(p.status, 0) << p.out;
+  EXPECT_NE(p.out.find("quantiles: sketch"), std::string::npos) << p.out;
   // The batch: at C=64, d=128 a sample and its outputs take hundreds of KiB.
   p = sh(dir, "run -a chunk=64 --batch 1000000 --samples 2000000 --max-memory 800M -q -o r.json");
   EXPECT_EQ(p.status, 2) << p.out;
@@ -291,7 +297,7 @@ TEST(Cli, LimitsAreCheckedBeforeAllocatingAndSayWhatFits) {
   // AddressSanitizer, whose binary cannot start under one).
   if (!chunkinv::testing::kAddressSanitizer) {
     const auto u = chunkinv::testing::run_shell("cd '" + dir + "' && ulimit -v 800000 && " + chunkinv::testing::binary() +
-                                                " run -a chunk=16 --samples 1e9 -q -o r.json 2>&1");
+                                                " run -a chunk=16 --samples 1e9 --exact-quantiles -q -o r.json 2>&1");
     EXPECT_EQ(u.status, 2) << u.out;
     EXPECT_NE(u.out.find("(ulimit -v)"), std::string::npos) << u.out;
   }
@@ -346,7 +352,7 @@ TEST(Cli, NothingToRunDryRunQuietVersionHelp) {
   fs::remove_all(dir);
 }
 
-// In a terminal, run draws a bar with its share done and the time left.
+// In a terminal, run draws a bar with its share done, samples per second and the time left.
 TEST(Cli, ProgressBarInATerminal) {
   if (chunkinv::testing::run_shell("command -v script > /dev/null").status != 0) GTEST_SKIP() << "no script(1) for a terminal";
   const std::string dir = temp_dir();
@@ -355,7 +361,9 @@ TEST(Cli, ProgressBarInATerminal) {
       " run -a family=model_like -a 'chunk=[16,32]' -a dim=64 --samples 3000 --batch 100 --paths gold,emulated -o r.json\" "
       "/dev/null");
   EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("\r\033\\[K +[0-9]+% \\[=*>? *\\] [^\r]*left  model_like C=32 d=64"))) << r.out;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex("\r\033\\[K +[0-9]+% \\[=*>? *\\] [0-9.]+[kMGT]? samples/s  [^\r]*left  model_like C=32 d=64")))
+      << r.out;
   const auto q = chunkinv::testing::run_shell("cd '" + dir + "' && script -qfec \"" + chunkinv::testing::binary() + " " +
                                               kTiny + "-q -o q.json\" /dev/null");
   EXPECT_EQ(q.out, "") << "-q: no bar either";
@@ -381,7 +389,7 @@ TEST(Cli, ShellCompletionOffersSubcommandsOptionsAndValues) {
   auto has = [](const std::set<std::string>& s, const std::string& w) { return s.count(w) > 0; };
   const auto subs = complete("''");
   size_t checked = 0;
-  for (const std::string cmd : {"run", "table", "check", "inspect", "info", "bench"}) {
+  for (const std::string cmd : {"run", "table", "check", "merge", "inspect", "info", "bench"}) {
     EXPECT_TRUE(has(subs, cmd)) << cmd;
     const auto opts = complete(cmd + " -");
     const std::string help = sh(dir, cmd + " --help").out;
@@ -394,6 +402,7 @@ TEST(Cli, ShellCompletionOffersSubcommandsOptionsAndValues) {
   const auto paths = complete("run --paths ''");
   EXPECT_TRUE(has(paths, "gold") && has(paths, "emulated") && has(paths, "all"));
   EXPECT_EQ(complete("table --format ''"), (std::set<std::string>{"md", "latex", "csv"}));
+  EXPECT_EQ(complete("run --quantiles ''"), (std::set<std::string>{"auto", "exact", "sketch"}));
   EXPECT_TRUE(has(complete("table -p ''"), "k3-exponent"));
   EXPECT_TRUE(has(complete("run -a ''"), "decay_floor="));
   EXPECT_EQ(complete("run -a family=mod"), std::set<std::string>{"family=model_like"});
