@@ -1,8 +1,8 @@
 #include "arith/activation.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <iterator>
 
 #include "core/detmath.hpp"
@@ -22,34 +22,23 @@ constexpr TanhException kTanhExceptions[] = {
 };
 constexpr size_t kTanhExceptionCount = std::size(kTanhExceptions) - 1;
 
-uint32_t bits_of(float x) {
-  uint32_t b;
-  std::memcpy(&b, &x, 4);
-  return b;
-}
-float from_bits(uint32_t b) {
-  float x;
-  std::memcpy(&x, &b, 4);
-  return x;
-}
-
 }  // namespace
 
 float tanh_approx_model(float x) {
-  const uint32_t b = bits_of(x);
+  const uint32_t b = std::bit_cast<uint32_t>(x);
   if ((b & 0xFFFFu) == 0) {  // a BF16 value: the measured table
     const uint16_t h = static_cast<uint16_t>(b >> 16);
     const auto* end = kTanhExceptions + kTanhExceptionCount;
     const auto* it = std::lower_bound(kTanhExceptions, end, h,
                                       [](const TanhException& e, uint16_t v) { return e.x_bf16 < v; });
-    if (it != end && it->x_bf16 == h) return from_bits(it->y_bits);
+    if (it != end && it->x_bf16 == h) return std::bit_cast<float>(it->y_bits);
   }
   return static_cast<float>(detmath::tanh(static_cast<double>(x)));
 }
 
 bool tanh_model_is_exact(float x) {
   const float a = std::fabs(x);
-  return (bits_of(x) & 0xFFFFu) == 0 || !(a >= 0x1p-12f && a < 16.0f);
+  return (std::bit_cast<uint32_t>(x) & 0xFFFFu) == 0 || !(a >= 0x1p-12f && a < 16.0f);
 }
 
 int tanh_exception_count() { return static_cast<int>(kTanhExceptionCount); }

@@ -3,6 +3,7 @@
 // and collinear, and raw tensor sets.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "core/detmath.hpp"
 #include "core/error.hpp"
 #include "core/fp.hpp"
+#include "gpu/gpu_test_common.hpp"
 #include "inputs/family.hpp"
 #include "inputs/raw.hpp"
 #include "inputs/tensor_set.hpp"
@@ -22,27 +24,9 @@ using namespace chunkinv;
 
 namespace {
 
-float from_bits(uint32_t b) {
-  float x;
-  std::memcpy(&x, &b, 4);
-  return x;
-}
-uint32_t bits(float x) {
-  uint32_t b;
-  std::memcpy(&b, &x, 4);
-  return b;
-}
-
-Configuration config(const std::string& family, int chunk, int dim = 128) {
-  Configuration c;
-  c.family = family;
-  c.chunk = chunk;
-  c.dim = dim;
-  for (const FamilyParam& p : find_family(family).params())
-    if (!p.default_value.is_null()) c.params[p.name] = p.default_value;
-  find_family(family).validate(c);
-  return c;
-}
+float from_bits(uint32_t b) { return std::bit_cast<float>(b); }
+uint32_t bits(float x) { return std::bit_cast<uint32_t>(x); }
+using gputest::config;
 
 }  // namespace
 
