@@ -49,6 +49,51 @@ T get(const std::string& s, size_t& at) {
   return v;
 }
 
+// A sketch's state in binary: counts, min, max, the sum's hexadecimal
+// digits, the buckets. Written straight from the buckets (a state can hold
+// tens of thousands), read back with every length and key checked.
+void put_sketch(std::string& p, const SketchState& s) {
+  for (uint64_t n : {s.count, s.nan, s.neg_inf, s.pos_inf, s.zeros}) put(p, n);
+  put(p, s.min);
+  put(p, s.max);
+  const std::string sum = s.sum.to_hex();
+  put(p, uint64_t(sum.size()));
+  p += sum;
+  for (const std::vector<SketchBucket>* b : {&s.neg, &s.pos}) {
+    put(p, uint64_t(b->size()));
+    for (const SketchBucket& x : *b) {
+      put(p, x.key);
+      put(p, x.count);
+    }
+  }
+}
+
+SketchState get_sketch(const std::string& p, size_t& at) {
+  SketchState s;
+  for (uint64_t* n : {&s.count, &s.nan, &s.neg_inf, &s.pos_inf, &s.zeros}) *n = get<uint64_t>(p, at);
+  s.min = get<double>(p, at);
+  s.max = get<double>(p, at);
+  const uint64_t digits = get<uint64_t>(p, at);
+  if (digits > 1024 || digits > p.size() - at) throw UsageError("a state's sum is cut short");
+  s.sum = ExactSum::from_hex(std::string_view(p).substr(at, digits));
+  at += digits;
+  uint64_t total = s.nan + s.neg_inf + s.pos_inf + s.zeros;
+  for (std::vector<SketchBucket>* b : {&s.neg, &s.pos}) {
+    const uint64_t n = get<uint64_t>(p, at);
+    if (n > (p.size() - at) / 12) throw UsageError("a state's buckets are cut short");
+    b->resize(n);
+    for (SketchBucket& x : *b) {
+      x.key = get<int32_t>(p, at);
+      x.count = get<uint64_t>(p, at);
+      if (x.key < kSketchKeyMin || x.key > kSketchKeyMax || (&x != b->data() && x.key <= (&x - 1)->key))
+        throw UsageError("a state's bucket keys are out of range or order");
+      total += x.count;
+    }
+  }
+  if (total != s.count) throw UsageError("a state's counts do not add up");
+  return s;
+}
+
 std::string record(uint32_t kind, const std::string& payload) {
   std::string r(kMagic, 4);
   put(r, kind);
@@ -132,6 +177,7 @@ std::unique_ptr<Checkpoint> Checkpoint::create(const std::string& path, const js
   c->path_ = path;
   c->run_ = run;
   OutputFile(path).commit(record(kIdentity, json{{"format", kFormat}, {"identity", identity}, {"run", run}}.dump()));  // whole or nothing, like a report
+  ::unlink(c->state_path().c_str());  // a state left by another run is not this run's
   c->reopen();
   c->last_write_ = now_s();
   return c;
@@ -182,13 +228,18 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path, const json
           at += n * 8;
         }
         part.count += count;
-      } else if (recs[r].kind == kState) {  // the last one of a group holds its statistics so far
-        const std::string& p = recs[r].payload;
+      }
+    }
+    // Streaming statistics: the state beside the file, unless its group has finished since.
+    if (std::ifstream in(c->state_path(), std::ios::binary); in) {
+      std::ostringstream bytes;
+      bytes << in.rdbuf();
+      size_t end = 0;
+      for (Record& rec : parse_records(bytes.str(), end)) {
+        if (rec.kind != kState) continue;
         size_t at = 0;
-        const uint64_t g = get<uint64_t>(p, at), done = get<uint64_t>(p, at);
-        c->states_[g] = {done, p.substr(at)};
-        c->stale_bytes_ += c->last_state_bytes_;
-        c->last_state_bytes_ = kHeader + p.size() + kTrailer;
+        const uint64_t g = get<uint64_t>(rec.payload, at), done = get<uint64_t>(rec.payload, at);
+        if (!c->finished_.count(g)) c->states_[g] = {done, rec.payload.substr(at)};
       }
     }
   } catch (const json::exception& e) {
@@ -196,15 +247,11 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path, const json
   } catch (const UsageError& e) {
     throw bad(e.what());
   }
-  for (const auto& [g, e] : c->finished_) {
-    c->partial_.erase(g);
-    c->states_.erase(g);
-  }
+  for (const auto& [g, e] : c->finished_) c->partial_.erase(g);
   // Drop a record cut short by the kill, then append after the last whole one.
   if (valid < bytes.size() && ::truncate(path.c_str(), static_cast<off_t>(valid)) != 0)
     throw UsageError(fmt::format("--resume: {} cannot be written ({})", path, std::strerror(errno)));
-  c->blocks_on_disk_ = !c->partial_.empty() || !c->states_.empty();
-  c->written_bytes_ = valid;
+  c->blocks_on_disk_ = !c->partial_.empty();
   c->reopen();
   c->last_write_ = now_s();
   return c;
@@ -239,38 +286,61 @@ uint64_t Checkpoint::partial_samples(size_t g) const {
   return it == partial_.end() ? 0 : it->second.count;
 }
 
-uint64_t Checkpoint::take_state(size_t g, std::string& state) {
+uint64_t Checkpoint::take_state(size_t g, States& states) {
   const auto it = states_.find(g);
-  if (it == states_.end()) return 0;
-  state = std::move(it->second.payload);
+  if (it == states_.end() || it->second.payload.empty()) return 0;
+  const std::string& p = it->second.payload;
+  states.clear();
+  try {
+    size_t at = 0;
+    const uint64_t tasks = get<uint64_t>(p, at);
+    if (tasks > p.size()) throw UsageError("a state is cut short");
+    for (uint64_t t = 0; t < tasks; ++t) {
+      const uint64_t metrics = get<uint64_t>(p, at);
+      if (metrics > p.size()) throw UsageError("a state is cut short");
+      states.emplace_back();
+      for (uint64_t m = 0; m < metrics; ++m) {
+        states.back().push_back(get_sketch(p, at));
+        if (states.back().back().count != it->second.done) throw UsageError("a state's count is not its samples'");
+      }
+    }
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("--resume: {}: the saved statistics cannot be read ({}); delete it to start over", path_,
+                                 e.what()));
+  }
   it->second.payload.clear();
   return it->second.done;
 }
 
 bool Checkpoint::due() const { return now_s() - last_write_ >= interval_s; }
 
-void Checkpoint::save_state(size_t g, uint64_t done, const std::string& state) {
+void Checkpoint::save_state(size_t g, uint64_t done, const States& states) {
+  size_t size = 24;
+  for (const auto& task : states) {
+    size += 8;
+    for (const SketchState& s : task) size += 7 * 8 + 8 + 600 + 16 + 12 * (s.neg.size() + s.pos.size());
+  }
   std::string p;
+  p.reserve(size);
   put(p, uint64_t(g));
   put(p, done);
-  p += state;
-  const std::string r = record(kState, p);
-  append_framed(r);
+  put(p, uint64_t(states.size()));
+  for (const auto& task : states) {
+    put(p, uint64_t(task.size()));
+    for (const SketchState& s : task) put_sketch(p, s);
+  }
+  // Each state replaces the one before, whole or not at all, in a file of
+  // its own: nothing is read back or rewritten while the group goes on.
+  OutputFile(state_path()).commit(record(kState, p));
   states_[g] = {done, std::string()};
-  // Each state replaces the one before: rewrite the file once the states
-  // it no longer needs outweigh the rest, so that it stays within twice
-  // its live size whatever the length of the group.
-  stale_bytes_ += last_state_bytes_;
-  last_state_bytes_ = r.size();
-  blocks_on_disk_ = true;
-  if (stale_bytes_ > written_bytes_ / 2) compact();
   last_write_ = now_s();
 }
+
+std::string Checkpoint::state_path() const { return sibling_path(path_, ".state"); }
 
 void Checkpoint::append(uint32_t kind, const std::string& payload) { append_framed(record(kind, payload)); }
 
 void Checkpoint::append_framed(const std::string& records) {
-  written_bytes_ += records.size();
   size_t off = 0;
   while (off < records.size()) {
     const ssize_t w = ::write(fd_, records.data() + off, records.size() - off);
@@ -317,42 +387,27 @@ void Checkpoint::finish_group(size_t g, const std::vector<ReportEntry>& entries)
   append(kGroup, json{{"group", g}, {"results", report_to_json(r)["results"]}}.dump());
   finished_[g] = entries;
   partial_.erase(g);
-  states_.erase(g);
+  if (states_.erase(g)) ::unlink(state_path().c_str());  // after the group's record: a kill between keeps a state it ignores
   if (blocks_on_disk_) compact();
   last_write_ = now_s();
 }
 
-// Rewrites the file without its blocks (all of finished groups then) and
-// with only the last state of an unfinished group.
+// Rewrites the file without its blocks (all of finished groups now).
 void Checkpoint::compact() {
   const std::string bytes = read_all(path_);
   size_t valid = 0;
-  const std::vector<Record> recs = parse_records(bytes, valid);
-  size_t last_state = recs.size();
-  for (size_t i = 0; i < recs.size(); ++i)
-    if (recs[i].kind == kState) last_state = i;
   std::string kept;
-  bool state_kept = false;
-  for (size_t i = 0; i < recs.size(); ++i) {
-    if (recs[i].kind == kBlock || (recs[i].kind == kState && i != last_state)) continue;
-    if (recs[i].kind == kState) {
-      size_t at = 0;
-      if (finished_.count(get<uint64_t>(recs[i].payload, at))) continue;  // its group's entries are in
-      state_kept = true;
-    }
-    kept += record(recs[i].kind, recs[i].payload);
-  }
+  for (const Record& r : parse_records(bytes, valid))
+    if (r.kind != kBlock) kept += record(r.kind, r.payload);
   OutputFile(path_).commit(kept);
-  blocks_on_disk_ = state_kept;
-  stale_bytes_ = 0;
-  written_bytes_ = kept.size();
-  if (!state_kept) last_state_bytes_ = 0;
+  blocks_on_disk_ = false;
   reopen();
 }
 
 void Checkpoint::remove() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  ::unlink(state_path().c_str());
   ::unlink(path_.c_str());
 }
 

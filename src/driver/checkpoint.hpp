@@ -2,7 +2,8 @@
 // of work (docs/reliability.md). One file beside the report holds records
 // appended in order: the run's identity, each finished group's report
 // entries, and, for a group that takes long, blocks of its samples' metric
-// values (or, with streaming statistics, their state so far). Each record carries its length and a checksum: a record cut
+// values (or, with streaming statistics, their state so far, in a file of
+// its own beside it). Each record carries its length and a checksum: a record cut
 // short by a kill is recognised and dropped. A resume refuses a checkpoint
 // whose identity (everything the results depend on: version, entries,
 // paths, seed, samples) differs from the run's, naming the difference.
@@ -15,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "metrics/sketch.hpp"
 #include "report/report.hpp"
 
 namespace chunkinv {
@@ -33,6 +35,7 @@ class Checkpoint {
   Checkpoint& operator=(const Checkpoint&) = delete;
 
   const std::string& path() const { return path_; }
+  std::string state_path() const;
   const nlohmann::json& run() const { return run_; }
   size_t groups_finished() const { return finished_.size(); }
   // The entries of group `g` if it finished, else nullptr.
@@ -42,18 +45,20 @@ class Checkpoint {
   uint64_t take_partial(size_t g, std::vector<std::vector<double>>& values);
   // Samples of unfinished group `g` saved (found, and written since).
   uint64_t partial_samples(size_t g) const;
-  // Streaming statistics: the state of unfinished group `g` after its first
-  // n samples (n returned; 0 when none is saved), moved out.
-  uint64_t take_state(size_t g, std::string& state);
+  // Streaming statistics, per task and metric: the state of unfinished
+  // group `g` after its first n samples (n returned; 0 when none is saved).
+  using States = std::vector<std::vector<SketchState>>;
+  uint64_t take_state(size_t g, States& states);
 
   // Samples [first, first + count) of group `g` (from its first sample):
   // kept, and written at most every `interval_s` seconds and by flush().
   void add_block(size_t g, uint64_t first, uint64_t count, const std::vector<std::vector<double>>& values);
   void flush();
   // Streaming statistics save a state instead of blocks: the statistics of
-  // group `g`'s first `done` samples, replacing the state saved before.
-  // Written at once; due() says when interval_s has passed since the last write.
-  void save_state(size_t g, uint64_t done, const std::string& state);
+  // group `g`'s first `done` samples, written at once to state_path() (the
+  // checkpoint's path + ".state"), replacing the state saved before.
+  // due() says when interval_s has passed since the last write.
+  void save_state(size_t g, uint64_t done, const States& states);
   bool due() const;
   // Group `g` is done: its entries are saved, its blocks dropped.
   void finish_group(size_t g, const std::vector<ReportEntry>& entries);
@@ -83,7 +88,6 @@ class Checkpoint {
     std::string payload;  // as saved, for a resume (empty once written by this process)
   };
   std::map<size_t, State> states_;
-  uint64_t stale_bytes_ = 0, last_state_bytes_ = 0, written_bytes_ = 0;  // for compacting states
   std::string pending_;                // block records not yet written
   size_t pending_group_ = 0;
   uint64_t pending_samples_ = 0;

@@ -313,30 +313,6 @@ class StatsSink final : public Sink {
   std::vector<std::vector<SketchState>> pre_states_;
 };
 
-// A group's streaming statistics as a checkpoint saves them, and back.
-std::string states_to_bytes(const std::vector<std::vector<SketchState>>& states) {
-  nlohmann::json j = nlohmann::json::array();
-  for (const auto& task : states) {
-    nlohmann::json t = nlohmann::json::array();
-    for (const SketchState& s : task) t.push_back(state_to_json(s));
-    j.push_back(std::move(t));
-  }
-  return j.dump();
-}
-
-std::vector<std::vector<SketchState>> states_from_bytes(const std::string& bytes, uint64_t done) {
-  try {
-    std::vector<std::vector<SketchState>> out;
-    for (const nlohmann::json& t : nlohmann::json::parse(bytes)) {
-      out.emplace_back();
-      for (const nlohmann::json& s : t) out.back().push_back(state_from_json(s, done));
-    }
-    return out;
-  } catch (const std::exception& e) {
-    throw UsageError(fmt::format("checkpoint: the saved statistics cannot be read ({}); delete it to start over", e.what()));
-  }
-}
-
 // The statistics, and around them what RunControl asks for: samples saved,
 // the progress bar moved, a stop noticed after each batch.
 class ControlSink final : public Sink {
@@ -358,7 +334,7 @@ class ControlSink final : public Sink {
     Checkpoint* ckpt = control_.checkpoint;
     if (ckpt && !stats_.finished()) {
       if (!stats_.streaming()) ckpt->add_block(index_, done_, taken, b.values);
-      else if (ckpt->due()) ckpt->save_state(index_, stats_.consumed(), states_to_bytes(stats_.states()));
+      else if (ckpt->due()) ckpt->save_state(index_, stats_.consumed(), stats_.states());
     }
     done_ += taken;
     if (control_.progress)
@@ -369,7 +345,7 @@ class ControlSink final : public Sink {
     if (control_.stop)
       if (const int sig = control_.stop()) {
         if (ckpt && stats_.streaming() && !stats_.finished())
-          ckpt->save_state(index_, stats_.consumed(), states_to_bytes(stats_.states()));
+          ckpt->save_state(index_, stats_.consumed(), stats_.states());
         else if (ckpt)
           ckpt->flush();
         throw signals::Stopped{sig};
@@ -462,8 +438,8 @@ RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uin
     } else {
       uint64_t done = 0;
       if (control.checkpoint && stats.streaming()) {
-        std::string state;
-        if ((done = control.checkpoint->take_state(i, state))) stats.preload_state(done, states_from_bytes(state, done));
+        Checkpoint::States states;
+        if ((done = control.checkpoint->take_state(i, states))) stats.preload_state(done, std::move(states));
       } else if (control.checkpoint) {
         std::vector<std::vector<double>> values;
         done = control.checkpoint->take_partial(i, values);

@@ -138,7 +138,11 @@ void StreamStats::Pages::add(int32_t key, uint64_t n) {
 }
 
 void StreamStats::Pages::buckets(std::vector<SketchBucket>& out) const {
+  size_t n = 0;  // counted first: a state is built at its size, without the slack of growing
+  for (const auto& page : pages)
+    if (page) n += static_cast<size_t>(std::count_if(page.get(), page.get() + kPage, [](uint64_t c) { return c != 0; }));
   out.clear();
+  out.reserve(n);
   for (size_t i = 0; i < pages.size(); ++i) {
     if (!pages[i]) continue;
     for (int32_t j = 0; j < kPage; ++j)

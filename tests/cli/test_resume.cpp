@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -160,6 +161,47 @@ TEST(Resume, SigkillMidRunThenResumeGivesTheUninterruptedReport) {
   EXPECT_EQ(b["meta"]["argv"].back(), "50");
   EXPECT_FALSE(fs::exists(ckpt)) << "the checkpoint goes once the report is written";
   expect_only_report(dir);
+  fs::remove_all(dir);
+}
+
+// Sketch quantiles save no values: the state of the statistics so far, in
+// r.json.ckpt.state, replaced whole after each batch here. Killed, then
+// resumed on other threads and batches: the uninterrupted report.
+TEST(Resume, SketchStateSurvivesSigkill) {
+  const std::string dir = temp_dir();
+  std::vector<std::string> args = kRun;
+  args.insert(args.end(), {"--quantiles", "sketch"});
+  std::vector<std::string> ref = args;
+  ref[ref.size() - 3] = "ref.json";  // -o ref.json
+  ASSERT_EQ(ref[ref.size() - 4], "-o");
+  ASSERT_EQ(sh(dir, joined(ref) + " --threads 1").status, 0);
+  Child run([&] { auto a = args; a.insert(a.end(), {"--threads", "2", "--batch", "50"}); return a; }(), dir, "first");
+  const std::string state = dir + "/r.json.ckpt.state";
+  // Until the state is the second configuration's: its record's payload
+  // (after magic, kind and length) starts with the configuration's index.
+  const auto group_of_state = [&]() -> int64_t {
+    const std::string b = slurp(state);
+    uint64_t g = 0;
+    if (b.size() < 24) return -1;
+    std::memcpy(&g, b.data() + 16, 8);
+    return int64_t(g);
+  };
+  bool seen = false;
+  for (int i = 0; i < 120 * 100 && !seen && run.running(); ++i) {
+    seen = group_of_state() == 1;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(seen) << "no state of the second configuration saved: " << run.err();
+  run.signal(SIGKILL);
+  run.wait();
+  ASSERT_FALSE(fs::exists(dir + "/r.json"));
+  const Proc dry = sh(dir, joined(args) + " --resume --dry-run");
+  EXPECT_NE(dry.out.find("samples saved)"), std::string::npos) << dry.out;
+  const Proc r = sh(dir, joined(args) + " --threads 1 --batch 7 --resume");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(load(dir + "/ref.json")["results"], load(dir + "/r.json")["results"]);
+  EXPECT_FALSE(fs::exists(state));
+  EXPECT_FALSE(fs::exists(dir + "/r.json.ckpt"));
   fs::remove_all(dir);
 }
 
