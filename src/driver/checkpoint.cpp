@@ -94,12 +94,21 @@ SketchState get_sketch(const std::string& p, size_t& at) {
   return s;
 }
 
-std::string record(uint32_t kind, const std::string& payload) {
-  std::string r(kMagic, 4);
-  put(r, kind);
-  put(r, uint64_t(payload.size()));
-  r += payload;
+// A record whose payload follows kHeader bytes kept free at the start of
+// `r`: the header goes into them and the checksum after (no copy of a
+// large payload).
+void frame(uint32_t kind, std::string& r) {
+  const uint64_t len = r.size() - kHeader;
+  std::memcpy(r.data(), kMagic, 4);
+  std::memcpy(r.data() + 4, &kind, 4);
+  std::memcpy(r.data() + 8, &len, 8);
   put(r, fnv1a(r.data() + 4, r.size() - 4));
+}
+
+std::string record(uint32_t kind, const std::string& payload) {
+  std::string r(kHeader, '\0');
+  r += payload;
+  frame(kind, r);
   return r;
 }
 
@@ -314,24 +323,24 @@ uint64_t Checkpoint::take_state(size_t g, States& states) {
 
 bool Checkpoint::due() const { return now_s() - last_write_ >= interval_s; }
 
-void Checkpoint::save_state(size_t g, uint64_t done, const States& states) {
-  size_t size = 24;
-  for (const auto& task : states) {
-    size += 8;
-    for (const SketchState& s : task) size += 7 * 8 + 8 + 600 + 16 + 12 * (s.neg.size() + s.pos.size());
+void Checkpoint::save_state(size_t g, uint64_t done, const std::vector<size_t>& metrics,
+                            const std::function<SketchState(size_t, size_t)>& state) {
+  // One metric's state at a time, straight into the record; its size is
+  // close to the last one's (buckets are only ever added).
+  std::string r(kHeader, '\0');
+  r.reserve(last_state_bytes_ + last_state_bytes_ / 8 + 4096);
+  put(r, uint64_t(g));
+  put(r, done);
+  put(r, uint64_t(metrics.size()));
+  for (size_t t = 0; t < metrics.size(); ++t) {
+    put(r, uint64_t(metrics[t]));
+    for (size_t m = 0; m < metrics[t]; ++m) put_sketch(r, state(t, m));
   }
-  std::string p;
-  p.reserve(size);
-  put(p, uint64_t(g));
-  put(p, done);
-  put(p, uint64_t(states.size()));
-  for (const auto& task : states) {
-    put(p, uint64_t(task.size()));
-    for (const SketchState& s : task) put_sketch(p, s);
-  }
+  frame(kState, r);
+  last_state_bytes_ = r.size();
   // Each state replaces the one before, whole or not at all, in a file of
   // its own: nothing is read back or rewritten while the group goes on.
-  OutputFile(state_path()).commit(record(kState, p));
+  OutputFile(state_path()).commit(r);
   states_[g] = {done, std::string()};
   last_write_ = now_s();
 }

@@ -9,6 +9,7 @@
 // paths, seed, samples) differs from the run's, naming the difference.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -55,10 +56,12 @@ class Checkpoint {
   void add_block(size_t g, uint64_t first, uint64_t count, const std::vector<std::vector<double>>& values);
   void flush();
   // Streaming statistics save a state instead of blocks: the statistics of
-  // group `g`'s first `done` samples, written at once to state_path() (the
-  // checkpoint's path + ".state"), replacing the state saved before.
-  // due() says when interval_s has passed since the last write.
-  void save_state(size_t g, uint64_t done, const States& states);
+  // group `g`'s first `done` samples (`state(t, m)`: task t's metric m, for
+  // m below metrics[t]), written at once to state_path() (the checkpoint's
+  // path + ".state"), replacing the state saved before. due() says when
+  // interval_s has passed since the last write.
+  void save_state(size_t g, uint64_t done, const std::vector<size_t>& metrics,
+                  const std::function<SketchState(size_t, size_t)>& state);
   bool due() const;
   // Group `g` is done: its entries are saved, its blocks dropped.
   void finish_group(size_t g, const std::vector<ReportEntry>& entries);
@@ -88,6 +91,7 @@ class Checkpoint {
     std::string payload;  // as saved, for a resume (empty once written by this process)
   };
   std::map<size_t, State> states_;
+  size_t last_state_bytes_ = 0;
   std::string pending_;                // block records not yet written
   size_t pending_group_ = 0;
   uint64_t pending_samples_ = 0;

@@ -234,12 +234,12 @@ class StatsSink final : public Sink {
   bool finished() const override { return stopped_; }
   uint64_t consumed() const { return filled_; }
 
-  // Streaming: the statistics of the samples consumed so far.
-  std::vector<std::vector<SketchState>> states() const {
-    std::vector<std::vector<SketchState>> s(streams_.size());
-    for (size_t t = 0; t < streams_.size(); ++t)
-      for (const StreamStats& x : streams_[t]) s[t].push_back(x.state());
-    return s;
+  // Streaming: the statistics of the samples consumed so far, saved where
+  // the checkpoint wants them (one metric at a time).
+  void save(Checkpoint& ckpt, size_t group) const {
+    std::vector<size_t> metrics;
+    for (const auto& task : streams_) metrics.push_back(task.size());
+    ckpt.save_state(group, filled_, metrics, [&](size_t t, size_t m) { return streams_[t][m].state(); });
   }
 
   void end(const Group& g) override {
@@ -334,7 +334,7 @@ class ControlSink final : public Sink {
     Checkpoint* ckpt = control_.checkpoint;
     if (ckpt && !stats_.finished()) {
       if (!stats_.streaming()) ckpt->add_block(index_, done_, taken, b.values);
-      else if (ckpt->due()) ckpt->save_state(index_, stats_.consumed(), stats_.states());
+      else if (ckpt->due()) stats_.save(*ckpt, index_);
     }
     done_ += taken;
     if (control_.progress)
@@ -345,7 +345,7 @@ class ControlSink final : public Sink {
     if (control_.stop)
       if (const int sig = control_.stop()) {
         if (ckpt && stats_.streaming() && !stats_.finished())
-          ckpt->save_state(index_, stats_.consumed(), stats_.states());
+          stats_.save(*ckpt, index_);
         else if (ckpt)
           ckpt->flush();
         throw signals::Stopped{sig};
@@ -473,9 +473,9 @@ RunMemory run_memory(const Plan& plan, uint64_t samples, uint64_t batch, bool pe
     }
     per += metrics * 8;
     m.batch = std::max(m.batch, b * per);
-    // A sketch touches a page of 2^10 counts per binade its values reach;
-    // 16 binades (a factor of 65536 between the least and largest value) is
-    // generous for a metric.
+    // A sketch touches pages of 128 counts (1 KiB, an eighth of a binade)
+    // where its values fall; 16 whole binades (a factor of 65536 between
+    // the least and largest value) is generous for a metric.
     m.statistics = std::max(m.statistics, quantiles == Quantiles::kExact ? samples * metrics * 8
                                                                          : metrics * (16 * 8192 + 1024));
     // Kept in the entries, then as JSON numbers and their text.

@@ -9,7 +9,11 @@ namespace chunkinv {
 namespace {
 
 constexpr int kDrop = 52 - kSketchBits;  // significand bits below a bucket's
-constexpr int32_t kPage = int32_t{1} << kSketchBits;
+constexpr int32_t kBinade = int32_t{1} << kSketchBits;  // buckets per binade
+// Buckets per page: an eighth of a binade, so that a value alone in the
+// far tail costs 1 KiB, not the 8 KiB of a whole binade.
+constexpr int kPageBits = kSketchBits - 3;
+constexpr int32_t kPage = int32_t{1} << kPageBits;
 
 bool same_bits(double a, double b) { return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b); }
 
@@ -38,7 +42,7 @@ int32_t sketch_key(double a) {
 }
 
 double sketch_lower(int32_t key) {
-  if (key >= kPage) return std::bit_cast<double>(static_cast<uint64_t>(key) << kDrop);
+  if (key >= kBinade) return std::bit_cast<double>(static_cast<uint64_t>(key) << kDrop);
   return std::bit_cast<double>(static_cast<uint64_t>(key + (64 << kSketchBits)) << kDrop) * 0x1p-64;
 }
 
@@ -120,7 +124,7 @@ bool SketchState::operator==(const SketchState& o) const {
 }
 
 void StreamStats::Pages::add(int32_t key, uint64_t n) {
-  const int32_t p = key >> kSketchBits;  // floor, for the negative keys of subnormals too
+  const int32_t p = key >> kPageBits;  // floor, for the negative keys of subnormals too
   if (pages.empty()) {
     first = p;
     pages.resize(1);

@@ -72,7 +72,8 @@ struct SketchState {
 };
 
 // Values as they come: O(1) per value, memory bounded by the buckets that
-// are touched (pages of 2^10 counts per binade), never by the values.
+// are touched (pages of 128 counts, an eighth of a binade), never by the
+// number of values.
 class StreamStats {
  public:
   StreamStats() = default;
@@ -81,8 +82,8 @@ class StreamStats {
   SketchState state() const;
 
  private:
-  // Bucket counts, one page per binade, from page `first` on; a page is
-  // allocated when a value first falls in it.
+  // Bucket counts, page by page from page `first` on; a page is allocated
+  // when a value first falls in it.
   struct Pages {
     int32_t first = 0;
     std::vector<std::unique_ptr<uint64_t[]>> pages;
