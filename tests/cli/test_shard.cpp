@@ -50,7 +50,7 @@ json load(const std::string& p) {
 double number(const json& j) { return chunkinv::number_from_json(j); }
 
 const std::string kRun =
-    "run -a 'family=[floor,model_like]' -a 'chunk=[16,19,33]' -a dim=32 --samples 300 --seed 3 --paths gold,emulated -q ";
+    "run -a 'family=[floor,model_like]' -a 'chunk=[16,19,33]' -a dim=16 --samples 200 --seed 3 --paths gold,emulated -q ";
 
 void expect_one_line_exit_2(const Proc& p, const std::string& expect, const std::string& what) {
   EXPECT_EQ(p.status, 2) << what << "\n" << p.out;
@@ -71,17 +71,17 @@ TEST(ShardCli, MergedShardsAreTheUnshardedRun) {
               0);
   const Proc m = sh(dir, "merge s2.json s3.json s1.json -o all.json");
   ASSERT_EQ(m.status, 0) << m.out;
-  EXPECT_NE(m.out.find("merged 3 shards (300 samples per configuration) into all.json"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("merged 3 shards (200 samples per configuration) into all.json"), std::string::npos) << m.out;
   const json sketch = load(dir + "/sketch.json"), exact = load(dir + "/exact.json"), all = load(dir + "/all.json");
   EXPECT_EQ(sketch["results"], all["results"]) << "bit for bit, the same quantile mode";
   EXPECT_EQ(all["meta"]["quantiles"]["mode"], "sketch");
-  EXPECT_EQ(exact["meta"]["quantiles"]["mode"], "exact") << "300 samples: exact quantiles, as before";
+  EXPECT_EQ(exact["meta"]["quantiles"]["mode"], "exact") << "200 samples: exact quantiles, as before";
   EXPECT_FALSE(exact["results"][0].contains("quantiles"));
   EXPECT_FALSE(exact["results"][0].contains("state"));
   const json s1 = load(dir + "/s1.json");
   EXPECT_EQ(s1["meta"]["shard"]["index"], 1);
-  EXPECT_EQ(s1["meta"]["shard"]["samples"], 100);
-  EXPECT_EQ(s1["results"][0]["samples"], 100);
+  EXPECT_EQ(s1["meta"]["shard"]["samples"], 66);
+  EXPECT_EQ(s1["results"][0]["samples"], 66);
   EXPECT_TRUE(s1["results"][0].contains("state"));
 
   // Against today's exact default: counts, min and max bit for bit; quantiles
