@@ -1,5 +1,6 @@
 #include "inputs/raw.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -28,6 +29,17 @@ Sample blank(const RawInputs& r) {
   s.g.resize(static_cast<size_t>(r.chunk) * r.dim);
   s.beta.resize(r.chunk);
   return s;
+}
+
+// The last `padding` rows: zero keys, g = 0 (a decay of 1) and beta = 0, the
+// padding of the activated tokens layout (chunk_sample).
+void zero_padding(Sample& s, int padding) {
+  for (int t = s.chunk - padding; t < s.chunk; ++t) {
+    const size_t row = static_cast<size_t>(t) * s.dim;
+    std::fill(s.keys.begin() + row, s.keys.begin() + row + s.dim, 0.0);
+    std::fill(s.g.begin() + row, s.g.begin() + row + s.dim, 0.0);
+    s.beta[static_cast<size_t>(t)] = 0.0;
+  }
 }
 
 }  // namespace
@@ -72,6 +84,7 @@ Sample sample_from_activated(std::shared_ptr<const RawInputs> raw, const std::ve
   // forms it, gives g_log2 back exactly: g is within 2^-52 of g_log2 / log2 e.
   for (size_t e = 0; e < s.g.size(); ++e) s.g[e] = static_cast<double>(g_log2[e]) / kLog2e;
   for (size_t t = 0; t < s.beta.size(); ++t) s.beta[t] = beta[t];
+  zero_padding(s, raw->padding);
   s.raw = std::move(raw);
   return s;
 }
@@ -107,6 +120,7 @@ Sample activate_exact(const RawInputs& r) {
     }
     s.beta[static_cast<size_t>(t)] = detmath::sigmoid(bf16_value(r.beta[static_cast<size_t>(t)]));
   }
+  zero_padding(s, r.padding);
   return s;
 }
 
@@ -114,6 +128,8 @@ void validate_raw(const RawInputs& r, const std::string& what) {
   const size_t cd = static_cast<size_t>(r.chunk) * r.dim;
   if (r.keys.size() != cd || r.g.size() != cd || r.beta.size() != size_t(r.chunk) || r.dt_bias.size() != size_t(r.dim))
     throw UsageError(fmt::format("{}: raw inputs of inconsistent shapes", what));
+  if (r.padding < 0 || (r.padding > 0 && r.padding >= r.chunk))
+    throw UsageError(fmt::format("{}: {} padding rows in a chunk of {}", what, r.padding, r.chunk));
   auto finite_bf16 = [](uint16_t b) { return (b & 0x7F80u) != 0x7F80u; };
   for (size_t e = 0; e < cd; ++e) {
     if (!finite_bf16(r.keys[e])) throw UsageError(fmt::format("{}: keys element {} is not finite", what, e));

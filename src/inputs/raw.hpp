@@ -19,6 +19,11 @@ struct RawInputs {
   float a_log = 0.0f;          // A_log of the head
   std::vector<float> dt_bias;  // d
   float lower_bound = -5.0f;   // in [-5, 0)
+  // The last `padding` rows pad the partial last chunk of a sequence (a raw
+  // set of the tokens layout, tail=pad): their raw inputs are zero, and every
+  // activation (CPU models, GPU, exact) gives them zero keys, g = 0 and
+  // beta = 0, as the activated tokens layout pads (docs/inputs.md).
+  int padding = 0;
 
   float key_raw(int t, int c) const;
   float gate_raw(int t, int c) const;
@@ -38,12 +43,12 @@ float kernel_gate_log2(const RawInputs& r, int t, int c, float a, float (*sigmoi
 // The Sample every kernel-arithmetic path sees, activated by the CPU models.
 Sample activate_kernel_model(std::shared_ptr<const RawInputs> raw);
 // A Sample from values the kernel activated (keys BF16, gates in log2 units,
-// beta FP32), e.g. on the GPU.
+// beta FP32), e.g. on the GPU; padding rows are set to zero keys, g and beta.
 Sample sample_from_activated(std::shared_ptr<const RawInputs> raw, const std::vector<float>& keys,
                              const std::vector<float>& g_log2, const std::vector<float>& beta);
 // The exact activation in FP64, for the gold: k / sqrt(|k|^2 + 1e-6),
 // g = lower_bound sigmoid(e^A_log (g_raw + dt_bias)) (natural log),
-// beta = sigmoid(beta_raw).
+// beta = sigmoid(beta_raw); padding rows zero, as above.
 Sample activate_exact(const RawInputs& raw);
 
 // Checks shapes and values; throws UsageError naming `what` and the culprit.

@@ -78,7 +78,7 @@ FoundMap from_container(TensorMap all, const std::string& path) {
   for (const char* n : kRawNames) raw = raw || all.count(n);
   if (raw) {
     const std::string have = names_of(all);
-    for (const char* n : {"keys", "g", "beta", "g_raw", "beta_raw", "A_log", "dt_bias", "lower_bound"})
+    for (const char* n : {"keys", "g", "beta", "g_raw", "beta_raw", "A_log", "dt_bias", "lower_bound", kSeqlens})
       if (auto it = all.find(n); it != all.end()) found[n] = {std::move(it->second), fmt::format("{}[{}]", path, n)};
     check_raw_names(found, path, have);
     return found;
@@ -238,6 +238,84 @@ float per_sample(const Found& f, int64_t n, int64_t count) {
   return static_cast<float>(v);
 }
 
+// FlashKDA's raw inputs in the tokens layout: keys and g_raw [B, T, H, d],
+// beta_raw [B, T, H], A_log [H], dt_bias [H, d] or [H*d], lower_bound a
+// scalar. Each chunk becomes a RawInputs when its sample is taken (chunk_sample).
+TensorSet make_raw_token_set(FoundMap& found, const std::string& path) {
+  const Found& k = found["keys"];
+  const Found& g = found["g_raw"];
+  const Found& b = found["beta_raw"];
+  const Found& dt = found["dt_bias"];
+  const Found& al = found["A_log"];
+  const Found& lb = found["lower_bound"];
+  const auto& ks = k.t.shape;
+  const int64_t bb = ks[0], t = ks[1], h = ks[2], d = ks[3];
+  if (bb < 1 || t < 1 || h < 1)
+    throw UsageError(fmt::format("{}: shape {} holds no token ([B, T, H, K] with B, T, H >= 1)", k.where, dims(ks)));
+  if (h > 1 << 20) throw UsageError(fmt::format("{}: shape {}: H = {} heads is beyond 2^20", k.where, dims(ks), h));
+  if (d < 1 || d > 4096) throw UsageError(fmt::format("{}: shape {}: dim K = {} is not in 1..4096", k.where, dims(ks), d));
+  if (g.t.shape != ks)
+    throw UsageError(fmt::format("{}: shape {} is not keys' {} (FlashKDA's gates are per token and channel)", g.where,
+                                 dims(g.t.shape), dims(ks)));
+  const std::vector<int64_t> per_token{bb, t, h};
+  if (b.t.shape != per_token)
+    throw UsageError(fmt::format("{}: shape {} is not [B, T, H] = {} of keys {}", b.where, dims(b.t.shape),
+                                 dims(per_token), dims(ks)));
+  if (al.t.shape != std::vector<int64_t>{h})
+    throw UsageError(fmt::format("{}: shape {} is not [H] = [{}] (one per head, as FlashKDA's A_log) of keys {}",
+                                 al.where, dims(al.t.shape), h, dims(ks)));
+  if (dt.t.shape != std::vector<int64_t>{h, d} && dt.t.shape != std::vector<int64_t>{h * d})
+    throw UsageError(fmt::format("{}: shape {} is neither [H, K] = [{}, {}] nor [H*K] = [{}] of keys {}", dt.where,
+                                 dims(dt.t.shape), h, d, h * d, dims(ks)));
+  if (!(lb.t.shape.empty() || lb.t.shape == std::vector<int64_t>{1}))
+    throw UsageError(fmt::format("{}: shape {} is not a scalar: the tokens layout takes one lower_bound for every head "
+                                 "(FlashKDA's float), keys {}",
+                                 lb.where, dims(lb.t.shape), dims(ks)));
+  TensorSet s;
+  s.source = path;
+  s.token_layout = true;
+  s.batch = bb, s.tokens = t, s.heads = static_cast<int>(h), s.dim = static_cast<int>(d);
+  if (found.count(kSeqlens)) {
+    if (bb != 1)
+      throw UsageError(fmt::format("{}: with cu_seqlens the sequences are packed into one row: B = 1, keys have B = {}",
+                                   found[kSeqlens].where, bb));
+    s.cu_seqlens = check_seqlens(found[kSeqlens], t);
+  }
+  s.keys_dtype = k.t.dtype;
+  s.g_channels = static_cast<int>(d);
+  s.g_channels_equal = false;
+  s.g_where = g.where;
+  auto r = std::make_shared<TensorSet::RawTokens>();
+  r->keys.resize(k.t.values.size());
+  r->g.resize(g.t.values.size());
+  for (size_t e = 0; e < r->keys.size(); ++e) {
+    r->keys[e] = bf16_entry(k, e);
+    r->g[e] = bf16_entry(g, e);
+  }
+  r->beta.resize(b.t.values.size());
+  for (size_t e = 0; e < r->beta.size(); ++e) r->beta[e] = bf16_entry(b, e);
+  r->lower_bound = per_sample(lb, 0, 1);
+  r->a_log.resize(static_cast<size_t>(h));
+  r->dt_bias.resize(static_cast<size_t>(h * d));
+  for (int64_t head = 0; head < h; ++head) {
+    RawInputs p;  // the head's parameters, checked as a chunk's are
+    p.dim = static_cast<int>(d);
+    p.a_log = r->a_log[size_t(head)] = per_sample(al, head, h);
+    p.lower_bound = r->lower_bound;
+    for (int64_t j = 0; j < d; ++j) {
+      const size_t at = static_cast<size_t>(head * d + j);
+      const double v = dt.t.values[at];
+      if (!std::isfinite(v) || !std::isfinite(static_cast<float>(v)))
+        throw UsageError(fmt::format("{}: entry {} = {} is not a finite FP32 value", dt.where,
+                                     index_string(dt.t.shape, at), fmt_value(v)));
+      p.dt_bias.push_back(r->dt_bias[at] = static_cast<float>(v));
+    }
+    validate_raw(p, fmt::format("{} head {}", path, head));
+  }
+  s.raw_tokens = std::move(r);
+  return s;
+}
+
 TensorSet make_raw_set(FoundMap& found, const std::string& path) {
   const Found& k = found["keys"];
   const Found& g = found["g_raw"];
@@ -246,8 +324,14 @@ TensorSet make_raw_set(FoundMap& found, const std::string& path) {
   for (const Found* f : {&k, &g, &b}) check_float(*f, true);
   for (const char* name : {"dt_bias", "A_log", "lower_bound"}) check_float(found[name], false);
   const auto& ks = k.t.shape;
+  if (ks.size() == 4) return make_raw_token_set(found, path);
   if (ks.size() != 3)
-    throw UsageError(fmt::format("{}: shape {}: raw inputs are read as chunks [N, C, d]", k.where, dims(ks)));
+    throw UsageError(fmt::format("{}: shape {} is not [N, C, d] (chunks) nor [B, T, H, K] (tokens, as FlashKDA keeps "
+                                 "them)",
+                                 k.where, dims(ks)));
+  if (found.count(kSeqlens))
+    throw UsageError(fmt::format("{}: cu_seqlens goes with keys [B, T, H, K] (tokens), not [N, C, d] (chunks)",
+                                 found[kSeqlens].where));
   const int64_t n = ks[0], c = ks[1], d = ks[2];
   if (n < 1) throw UsageError(fmt::format("{}: shape {} holds no sample (N = 0)", k.where, dims(ks)));
   if (c < 2 || c > 64) throw UsageError(fmt::format("{}: shape {}: chunk C = {} is not in 2..64", k.where, dims(ks), c));
@@ -427,6 +511,27 @@ std::vector<TokenChunk> chunk_tokens(const TensorSet& s, int chunk, Tail tail) {
 
 Sample chunk_sample(const TensorSet& s, const TokenChunk& c, int chunk) {
   if (!s.raw.empty()) return activate_kernel_model(s.raw[static_cast<size_t>(c.row)]);
+  if (s.raw_tokens) {  // the chunk's raw inputs, padded as below (RawInputs::padding), then activated
+    const TensorSet::RawTokens& t = *s.raw_tokens;
+    const size_t d = static_cast<size_t>(s.dim);
+    auto r = std::make_shared<RawInputs>();
+    r->chunk = chunk;
+    r->dim = s.dim;
+    r->keys.assign(static_cast<size_t>(chunk) * d, 0);
+    r->g.assign(static_cast<size_t>(chunk) * d, 0);
+    r->beta.assign(static_cast<size_t>(chunk), 0);
+    for (int row = 0; row < c.valid; ++row) {
+      const size_t at = s.token_index(c.row, c.first + row, c.head);
+      std::copy_n(t.keys.begin() + at * d, d, r->keys.begin() + row * d);
+      std::copy_n(t.g.begin() + at * d, d, r->g.begin() + row * d);
+      r->beta[size_t(row)] = t.beta[at];
+    }
+    r->a_log = t.a_log[size_t(c.head)];
+    r->dt_bias.assign(t.dt_bias.begin() + c.head * d, t.dt_bias.begin() + (c.head + 1) * d);
+    r->lower_bound = t.lower_bound;
+    r->padding = chunk - c.valid;
+    return activate_kernel_model(std::move(r));
+  }
   Sample out;
   out.chunk = chunk;
   out.dim = s.dim;

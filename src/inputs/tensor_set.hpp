@@ -7,6 +7,14 @@
 //           optional cu_seqlens [S + 1] (then B = 1): the fla/FlashKDA layout,
 //           cut into chunks by the tool (chunk_tokens).
 //
+// or FlashKDA's raw inputs in place of g and beta (docs/inputs.md):
+//
+//   chunks  keys [N, C, d], g_raw [N, C, d], beta_raw [N, C], A_log scalar or
+//           [N], dt_bias [d] or [N, d], lower_bound scalar or [N]
+//   tokens  keys [B, T, H, K], g_raw [B, T, H, K], beta_raw [B, T, H],
+//           A_log [H], dt_bias [H, K] or [H*K], lower_bound scalar,
+//           optional cu_seqlens as above
+//
 // A set of the chunks layout is held as B = N, T = C, H = 1: one chunk per
 // batch row. Every error is a UsageError of one line naming the file, the
 // tensor and the culprit, e.g. "inputs dir/g.npy: entry [3, 7] = 0.25 is not <= 0".
@@ -46,10 +54,21 @@ struct TensorSet {
   std::string g_where;  // the g tensor as error messages name it
   // keys [B, T, H, K] as BF16 values, g [B, T, H, g_channels], beta [B, T, H].
   std::vector<double> keys, g, beta;
-  // A set of FlashKDA's raw inputs (chunks layout; SPEC §1 "Raw inputs"):
-  // one per chunk, activated when a sample is taken; keys, g and beta above
-  // are then empty.
+  // A set of FlashKDA's raw inputs (SPEC §1 "Raw inputs"), activated when a
+  // sample is taken; keys, g and beta above are then empty. Chunks layout:
+  // one per chunk in `raw`. Tokens layout: the tokens in `raw_tokens`, each
+  // chunk of chunk_tokens made into one RawInputs with its head's A_log and
+  // dt_bias (chunk_sample).
   std::vector<std::shared_ptr<const RawInputs>> raw;
+  struct RawTokens {
+    std::vector<uint16_t> keys, g;  // [B, T, H, d] BF16 bits (keys not normalised, g_raw)
+    std::vector<uint16_t> beta;     // [B, T, H] BF16 bits (beta_raw)
+    std::vector<float> a_log;       // [H]
+    std::vector<float> dt_bias;     // [H, d]
+    float lower_bound = -5.0f;      // one for every head
+  };
+  std::shared_ptr<const RawTokens> raw_tokens;
+  bool is_raw() const { return !raw.empty() || raw_tokens != nullptr; }
 
   size_t token_index(int64_t row, int64_t token, int head) const {
     return (static_cast<size_t>(row) * static_cast<size_t>(tokens) + static_cast<size_t>(token)) * heads + head;
@@ -97,6 +116,8 @@ std::vector<TokenChunk> chunk_tokens(const TensorSet& set, int chunk, Tail tail)
 // their rows and columns of L are zero on every path (and of the gold
 // inverse those of the identity). Per-channel gates make a sample with
 // per-channel gating unless every token's channels agree (then one per token).
+// A raw set's chunk is made into one RawInputs (its head's A_log and dt_bias)
+// and activated; its padding rows are padded the same way (RawInputs::padding).
 Sample chunk_sample(const TensorSet& set, const TokenChunk& c, int chunk);
 
 // --- a candidate's matrices (chunkinv score) -------------------------------------
