@@ -18,6 +18,7 @@ struct KernelArgs {
   int cp = 0;                // C zero-padded to a multiple of 16
   int npow = 0;              // matrices in a powers record (L, L^2, ...)
   bool with_keys = true;     // shared memory holds the scaled keys
+  bool l_only = false;       // form decays and L only (no inverse; no stable tasks)
   size_t warp_smem = 0;      // bytes of shared memory per warp
   const uint16_t* keys = nullptr;   // n x C x d, BF16 bits
   int gate_width = 1;               // values of g per token: 1 (per-token gates) or dim (per-channel)

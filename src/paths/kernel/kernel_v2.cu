@@ -234,6 +234,7 @@ __global__ void __launch_bounds__(256) kernel_path_v2(KernelArgs args) {
   }
   __syncwarp();
   store_matrix<CP>(args.l + sample * csq, s.mat[0], C, lane);
+  if (args.l_only) return;
   neumann<CP>(s, C, lane, args.inv + sample * csq, args.highest_power + task, args.power_max + task, powers);
 }
 
