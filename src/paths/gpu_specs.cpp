@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "gpu/gpu.hpp"
 #include "paths/gpu_paths.hpp"
+#include "paths/kernel/gpu_inverse.hpp"
 
 namespace chunkinv {
 
@@ -43,11 +44,22 @@ std::string kernel_arithmetic() {
          "mul.rn.f16 by fp16(beta); Neumann INV = I - L, P = mma f16.f16 (P,P), INV = INV + mma(INV,P) "
          "(add.rn.f16x2); chunk zero-padded to a multiple of 16. Method flashkda_v2: L kept in FP32 times the "
          "FP32 beta (mul.rn.f32); 8x8 diagonal blocks by column-oriented substitution (fma.rn.f32); merges "
-         "8 -> 16 -> ... on mma bf16->f32, INV = bf16(P + bf16(O)); chunk zero-padded to 8, 16, 32 or 64";
+         "8 -> 16 -> ... on mma bf16->f32, INV = bf16(P + bf16(O)); chunk zero-padded to 8, 16, 32 or 64. Methods "
+         "with a GPU inverse form (fla_solve_tril, blockwise, residual_neumann, where it covers the options): L as "
+         "for Neumann, then the form on it and on the gold's FP64 L, each bit-identical to its CPU form "
+         "(docs/methods.md)";
 }
 
 bool kernel_supports(const Configuration& c, const Method& m, std::string* why) {
-  if (m.spec != &kFlashkdaV2Method && !neumann_only(m, "kernel", why)) return false;
+  if (const gpu::GpuInverse* form = gpu::find_gpu_inverse(*m.spec)) {
+    // L from the kernel, the inverse by the method's GPU form, where it covers the options.
+    if (std::string no = form->refuses(m.options, c.chunk); !no.empty()) {
+      if (why) *why = std::move(no);
+      return false;
+    }
+  } else if (m.spec != &kFlashkdaV2Method && !neumann_only(m, "kernel", why)) {
+    return false;
+  }
   if (c.dim % 16 != 0) {
     if (why) *why = fmt::format("path kernel needs dim a multiple of 16 (dim = {})", c.dim);
     return false;

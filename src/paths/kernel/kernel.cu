@@ -27,6 +27,7 @@
 #include "gpu/tiles.cuh"
 #include "paths/gpu_paths.hpp"
 #include "paths/kernel/flashkda_v2.hpp"
+#include "paths/kernel/gpu_inverse_runner.hpp"
 #include "paths/kernel/activate.hpp"
 #include "paths/kernel/kernel_launch.cuh"
 
@@ -176,6 +177,7 @@ __global__ void kernel_path_kernel(KernelArgs args) {
   }
   __syncwarp();
   store_matrix(args.l + sample * csq, s.mat[0], C, cp, lane);
+  if (args.l_only) return;  // L for another method's inverse (gpu_inverse.hpp)
   neumann(s, C, cp, lane, args.inv + sample * csq, args.highest_power + task, args.power_max + task, powers);
 }
 
@@ -195,7 +197,8 @@ class KernelPath final : public Path {
   BatchTiming run_batch(const Batch& in, std::span<const Method* const> methods, std::span<PathOutput> out,
                         ThreadPool& pool, bool keep) override {
     // Each method its own launch: the Neumann kernel (v1 or v2 of this
-    // file's arithmetic) or FlashKDA v2's inverse (flashkda_v2.cu). The
+    // file's arithmetic), FlashKDA v2's inverse (flashkda_v2.cu), or this
+    // kernel's L handed to a method's GPU form (gpu_inverse.hpp). The
     // spec's supports() admits no other.
     const size_t n = in.samples.size();
     BatchTiming total;
@@ -214,6 +217,15 @@ class KernelPath final : public Path {
       std::span<PathOutput> o = out.subspan(m * n, n);
       if (methods[m]->spec == &kFlashkdaV2Method) {
         total += v2_.run(batch.samples, batch.gold, o, pool);
+      } else if (const GpuInverse* form = find_gpu_inverse(*methods[m]->spec)) {
+        // L (FP16, as Neumann's) from this kernel without its inverse, then
+        // the method's GPU form on it and on the gold L.
+        total += detail::run_by_shape(batch.samples, [&](size_t i, size_t k) {
+          const auto gold = batch.gold.empty() ? batch.gold : batch.gold.subspan(i, k);
+          BatchTiming t = run_group(batch.samples.subspan(i, k), gold, o.subspan(i, k), pool, false, true);
+          t += inverse_.run(*form, methods[m]->options, gold, o.subspan(i, k), pool);
+          return t;
+        });
       } else if (!neumann.empty()) {
         std::copy(neumann.begin(), neumann.end(), o.begin());
       } else {
@@ -227,8 +239,9 @@ class KernelPath final : public Path {
   }
 
  private:
+  // l_only: decays and L alone (no inverse, no stable run): out's inverses are left as they are.
   BatchTiming run_group(std::span<const Sample> samples, std::span<const GoldOutput> gold,
-                        std::span<PathOutput> out, ThreadPool& pool, bool keep_powers) {
+                        std::span<PathOutput> out, ThreadPool& pool, bool keep_powers, bool l_only = false) {
     using namespace detail;
     const auto t0 = std::chrono::steady_clock::now();
     const int n = int(samples.size());
@@ -236,7 +249,7 @@ class KernelPath final : public Path {
     if (C < 2 || C > 64) throw UsageError("path kernel: chunk " + std::to_string(C) + " outside 2..64");
     if (d <= 0 || d % 16 != 0) throw UsageError("path kernel: dim " + std::to_string(d) + " is not a multiple of 16");
     const int cp = std::max((C + 15) / 16 * 16, pad_);
-    const bool stable = !gold.empty();
+    const bool stable = !gold.empty() && !l_only;
     const int tasks = stable ? 2 * n : n;
     const size_t csq = size_t(C) * C, cd = size_t(C) * d;
     const int npow = neumann_powers(C);
@@ -274,6 +287,7 @@ class KernelPath final : public Path {
     a.cp = cp;
     a.npow = npow;
     a.with_keys = true;
+    a.l_only = l_only;
     a.warp_smem = launch.warp_smem;
     a.keys = d_keys_.get(n * cd);
     a.gate_width = gw;
@@ -339,6 +353,7 @@ class KernelPath final : public Path {
         unpack_bf16_vector(o.l.decay, h_decay + s * cg, int(cg));
         unpack_bf16_vector(o.l.inv_decay, h_inv_decay + s * cg, int(cg));
         unpack_fp16_matrix(o.l.L, h_l + s * csq, C);
+        if (l_only) continue;
         run_of(o.on_path_l, h_inv + s * csq, int(s));
         if (stable) run_of(o.on_gold_l, h_sinv + s * csq, int(n + s));
         else o.on_gold_l = InverseRun{};
@@ -355,6 +370,7 @@ class KernelPath final : public Path {
 
   const int version_, pad_;
   FlashkdaV2Runner v2_;
+  GpuInverseRunner inverse_;
   detail::EventTimer timer_;
   detail::PinnedBuffer<uint16_t> h_keys_, h_beta_, h_gold_, h_decay_, h_inv_decay_, h_l_, h_inv_, h_stable_inv_,
       h_powers_;

@@ -1,0 +1,89 @@
+// The table of GPU inverse forms (gpu_inverse.hpp): which methods have one
+// on the `kernel` path, and which of their options it covers. Host code,
+// compiled with or without CUDA; the launches are in inv_*.cu.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "paths/kernel/gpu_inverse.hpp"
+
+namespace chunkinv {
+extern const MethodSpec kFlaSolveTrilMethod;
+extern const MethodSpec kBlockwiseMethod;
+extern const MethodSpec kResidualNeumannMethod;
+}  // namespace chunkinv
+
+namespace chunkinv::gpu {
+
+#ifdef CHUNKINV_HAVE_CUDA
+void launch_fla_solve_tril(const InverseLaunch&);
+void launch_blockwise(const InverseLaunch&);
+void launch_residual_neumann(const InverseLaunch&);
+#define CHUNKINV_GPU_LAUNCH(f) f
+#else
+#define CHUNKINV_GPU_LAUNCH(f) nullptr
+#endif
+
+namespace {
+
+// --- fla_solve_tril (inv_fla_solve_tril.cu) ----------------------------------
+std::string fla_solve_tril_refuses(const MethodOptions& options, int chunk) {
+  if (chunk < 2 || chunk > 64)
+    return fmt::format("path kernel: the GPU form of method fla_solve_tril covers chunks 2..64, not {}", chunk);
+  const auto p = options.find("precision");
+  if (p != options.end() && p->second != "ieee" && p->second != "tf32")
+    return fmt::format("path kernel: the GPU form of method fla_solve_tril covers precision=ieee and tf32, not {}",
+                       p->second);
+  return "";
+}
+
+// --- blockwise (inv_blockwise.cu) -------------------------------------------
+std::string blockwise_refuses(const MethodOptions& options, int chunk) {
+  const auto block = options.find("block"), precision = options.find("precision");
+  const std::string b = block == options.end() ? "8" : block->second;
+  const std::string p = precision == options.end() ? "bf16" : precision->second;
+  if (b != "8" && b != "16") return fmt::format("path kernel: method blockwise's GPU form has no block={}", b);
+  if (p != "bf16" && p != "fp32" && p != "tf32")
+    return fmt::format("path kernel: method blockwise's GPU form has no precision={}", p);
+  if (chunk < 2 || chunk > 64)
+    return fmt::format("path kernel: method blockwise's GPU form covers chunks 2..64, not {}", chunk);
+  return "";
+}
+
+// --- residual_neumann (inv_residual_neumann.cu) -----------------------------
+std::string residual_neumann_refuses(const MethodOptions& options, int chunk) {
+  if (chunk < 2 || chunk > 64)
+    return fmt::format("path kernel: the GPU form of method residual_neumann covers chunk 2..64, not {}", chunk);
+  const auto it = options.find("format");
+  const std::string format = it == options.end() ? "fp32" : it->second;
+  if (format == "fp32" || format == "int16") return "";
+  return fmt::format(
+      "path kernel: the GPU form of method residual_neumann covers format=fp32 and int16, not format={} "
+      "(its mma.sync arithmetic is not established bit-exact on every input)",
+      format);
+}
+
+const GpuInverse kForms[] = {
+    {&kFlaSolveTrilMethod, fla_solve_tril_refuses, CHUNKINV_GPU_LAUNCH(launch_fla_solve_tril)},
+    {&kBlockwiseMethod, blockwise_refuses, CHUNKINV_GPU_LAUNCH(launch_blockwise)},
+    {&kResidualNeumannMethod, residual_neumann_refuses, CHUNKINV_GPU_LAUNCH(launch_residual_neumann)},
+};
+
+}  // namespace
+
+std::span<const GpuInverse> gpu_inverses() { return kForms; }
+
+const GpuInverse* find_gpu_inverse(const MethodSpec& spec) {
+  for (const GpuInverse& f : kForms)
+    if (f.spec == &spec) return &f;
+  return nullptr;
+}
+
+#ifndef CHUNKINV_HAVE_CUDA
+std::vector<InverseRun> invert_on_gpu(const GpuInverse& form, const MethodOptions&, std::span<const Mat>) {
+  throw UsageError(fmt::format("method {} on the GPU: this build has no CUDA support", form.spec->name));
+}
+#endif
+
+}  // namespace chunkinv::gpu
