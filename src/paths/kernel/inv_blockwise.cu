@@ -118,6 +118,30 @@ size_t warp_smem_bytes(Mode m, int n, int b) {
   return (bytes + 15) / 16 * 16;
 }
 
+// The product A B of two staged hp x hp BF16 tiles (row stride ss) on
+// mma.sync BF16 -> FP32, handing out(r, c, value) each element of its first
+// h rows and columns: every 16 x 8 output tile from a zero C operand, its
+// k-blocks chained in increasing order (tc::matmul_bf16_f32's chain).
+template <class Out>
+__device__ inline void bf16_tile_product(const uint16_t* A, const uint16_t* B, int ss, int hp, int h, int lane,
+                                         Out out) {
+  const int g = lane >> 2, tq = lane & 3;
+  for (int mi = 0; mi < hp; mi += 16)
+    for (int nj = 0; nj < h; nj += 8) {
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+      for (int kb = 0; kb < hp; kb += 16) {
+        uint32_t fa[4], fb[2];
+        tiles::load_a(fa, A, ss, mi, kb, lane);
+        tiles::load_b(fb, B, ss, kb, nj, lane);
+        ptx::mma_bf16_f32(acc, fa, fb, acc);
+      }
+      for (int q = 0; q < 4; ++q) {
+        const int r = mi + g + (q >= 2 ? 8 : 0), c = nj + 2 * tq + (q & 1);
+        if (r < h) out(r, c, acc[q]);
+      }
+    }
+}
+
 template <Mode M>
 __global__ void blockwise_kernel(BlockwiseArgs a) {
   extern __shared__ __align__(16) char smem[];
@@ -179,7 +203,6 @@ __global__ void blockwise_kernel(BlockwiseArgs a) {
     uint16_t* SC = SD + se;                             // the lower-left block of L
     uint16_t* SA = SC + se;                             // Ainv
     uint16_t* ST = SA + se;                             // T = bf16(-dc)
-    const int g = lane >> 2, tq = lane & 3;
     for (int h = b; h < n; h *= 2) {
       const int hp = h > 16 ? h : 16, ss = hp + 8;
       for (int t0 = 0; t0 < n; t0 += 2 * h) {
@@ -191,42 +214,16 @@ __global__ void blockwise_kernel(BlockwiseArgs a) {
         }
         __syncwarp();
         // dc = Dinv Cb; T = bf16(-dc).
-        for (int mi = 0; mi < hp; mi += 16)
-          for (int nj = 0; nj < h; nj += 8) {
-            float acc[4] = {0.f, 0.f, 0.f, 0.f};
-            for (int kb = 0; kb < hp; kb += 16) {
-              uint32_t fa[4], fb[2];
-              tiles::load_a(fa, SD, ss, mi, kb, lane);
-              tiles::load_b(fb, SC, ss, kb, nj, lane);
-              ptx::mma_bf16_f32(acc, fa, fb, acc);
-            }
-            for (int q = 0; q < 4; ++q) {
-              const int r = mi + g + (q >= 2 ? 8 : 0), c = nj + 2 * tq + (q & 1);
-              if (r < h) {
-                wmax = fmaxf(wmax, mag(acc[q]));
-                ST[r * ss + c] = ptx::cvt_rn_bf16(-acc[q]);
-              }
-            }
-          }
+        bf16_tile_product(SD, SC, ss, hp, h, lane, [&](int r, int c, float v) {
+          wmax = fmaxf(wmax, mag(v));
+          ST[r * ss + c] = ptx::cvt_rn_bf16(-v);
+        });
         __syncwarp();
         // O = T Ainv; INV[t0+h:, t0:t0+h] = bf16(O).
-        for (int mi = 0; mi < hp; mi += 16)
-          for (int nj = 0; nj < h; nj += 8) {
-            float acc[4] = {0.f, 0.f, 0.f, 0.f};
-            for (int kb = 0; kb < hp; kb += 16) {
-              uint32_t fa[4], fb[2];
-              tiles::load_a(fa, ST, ss, mi, kb, lane);
-              tiles::load_b(fb, SA, ss, kb, nj, lane);
-              ptx::mma_bf16_f32(acc, fa, fb, acc);
-            }
-            for (int q = 0; q < 4; ++q) {
-              const int r = mi + g + (q >= 2 ? 8 : 0), c = nj + 2 * tq + (q & 1);
-              if (r < h) {
-                wmax = fmaxf(wmax, mag(acc[q]));
-                Xf[(t0 + h + r) * n + t0 + c] = io<M>(acc[q]);
-              }
-            }
-          }
+        bf16_tile_product(ST, SA, ss, hp, h, lane, [&](int r, int c, float v) {
+          wmax = fmaxf(wmax, mag(v));
+          Xf[(t0 + h + r) * n + t0 + c] = io<M>(v);
+        });
         __syncwarp();
       }
     }
