@@ -41,13 +41,7 @@ Result run_chunkinv(const std::string& args, bool with_stderr = false) {
   return {r.status, r.out};
 }
 
-std::string temp_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path p = fs::temp_directory_path() / (std::string("chunkinv-inspect-") + std::to_string(::getpid()) + "-" + info->name());
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+std::string temp_dir() { return chunkinv::testing::test_dir("inspect"); }
 
 double number(const json& j) {
   if (j.is_number()) return j.get<double>();

@@ -29,31 +29,14 @@ using nlohmann::json;
 
 namespace {
 
-struct Proc {
-  int status;
-  std::string out;
-};
+using Proc = chunkinv::testing::ShellResult;
+using chunkinv::testing::slurp;
 
 // In `dir`; stdout and stderr together unless the command line redirects them.
 Proc sh(const std::string& dir, const std::string& args, const std::string& redirect = "2>&1") {
-  const auto r = chunkinv::testing::run_shell("cd '" + dir + "' && " + chunkinv::testing::binary() + " " + args + " " + redirect);
-  return {r.status, r.out};
+  return chunkinv::testing::run_chunkinv_in(dir, args, redirect);
 }
-
-std::string temp_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path p = fs::temp_directory_path() / ("chunkinv-out-" + std::to_string(::getpid()) + "-" + info->name());
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-std::string slurp(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string temp_dir() { return chunkinv::testing::test_dir("out"); }
 
 std::set<std::string> names_in(const std::string& dir) {
   std::set<std::string> s;

@@ -27,28 +27,12 @@ using nlohmann::json;
 
 namespace {
 
-std::string temp_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path p = fs::temp_directory_path() / ("chunkinv-resume-" + std::to_string(::getpid()) + "-" + info->name());
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+using Proc = chunkinv::testing::ShellResult;
+using chunkinv::testing::slurp;
 
-struct Proc {
-  int status;
-  std::string out;
-};
-
-Proc sh(const std::string& dir, const std::string& args) {
-  const auto r = chunkinv::testing::run_shell("cd '" + dir + "' && " + chunkinv::testing::binary() + " " + args + " 2>&1");
-  return {r.status, r.out};
-}
-
-json load(const std::string& p) {
-  std::ifstream in(p);
-  return json::parse(in);
-}
+std::string temp_dir() { return chunkinv::testing::test_dir("resume"); }
+Proc sh(const std::string& dir, const std::string& args) { return chunkinv::testing::run_chunkinv_in(dir, args); }
+json load(const std::string& p) { return chunkinv::testing::load_json(p); }
 
 // Three configurations of model_like at d=64, saved after every batch.
 const std::vector<std::string> kRun{"run", "-a", "family=model_like", "-a", "chunk=[16,32,48]", "-a", "dim=64",
@@ -64,13 +48,6 @@ std::string joined(std::vector<std::string> args) {
 uint64_t size_of(const std::string& p) {
   struct stat st;
   return ::stat(p.c_str(), &st) == 0 ? uint64_t(st.st_size) : 0;
-}
-
-std::string slurp(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // Waits until the checkpoint has grown past `bytes` while the run goes on.

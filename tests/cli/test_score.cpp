@@ -38,13 +38,7 @@ Result chunkinv_cli(const std::string& args) {
   return {r.status, r.out};
 }
 
-std::string temp_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path p = fs::temp_directory_path() / (std::string("chunkinv-score-") + std::to_string(::getpid()) + "-" + info->name());
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+std::string temp_dir() { return chunkinv::testing::test_dir("score"); }
 
 const ReportEntry& entry(const Report& r, const std::string& path, const std::string& method) {
   for (const ReportEntry& e : r.results)
@@ -102,7 +96,9 @@ TEST(ScoreCli, ExportedEmulatedInverseReproducesTheEmulatedPathsMetrics) {
     // Not a comparison of constants: the errors differ between samples, and
     // the floor case holds non-finite inverses and lost decays.
     const auto& err = candidate.per_sample.at("inv_total_rel_rmse");
-    if (name != "floor") EXPECT_NE(*std::min_element(err.begin(), err.end()), *std::max_element(err.begin(), err.end()));
+    if (name != "floor") {
+      EXPECT_NE(*std::min_element(err.begin(), err.end()), *std::max_element(err.begin(), err.end()));
+    }
     if (name == "floor") {
       EXPECT_LT(candidate.metrics.at("inv_finite").mean, 1.0);
       EXPECT_GT(candidate.metrics.at("decay_zeros").max, 0.0);

@@ -24,28 +24,12 @@ using nlohmann::json;
 
 namespace {
 
-std::string temp_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path p = fs::temp_directory_path() / ("chunkinv-shard-" + std::to_string(::getpid()) + "-" + info->name());
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+using Proc = chunkinv::testing::ShellResult;
+using chunkinv::testing::load_json;
 
-struct Proc {
-  int status;
-  std::string out;
-};
-
-Proc sh(const std::string& dir, const std::string& args) {
-  const auto r = chunkinv::testing::run_shell("cd '" + dir + "' && " + chunkinv::testing::binary() + " " + args + " 2>&1");
-  return {r.status, r.out};
-}
-
-json load(const std::string& p) {
-  std::ifstream in(p);
-  return json::parse(in);
-}
+std::string temp_dir() { return chunkinv::testing::test_dir("shard"); }
+Proc sh(const std::string& dir, const std::string& args) { return chunkinv::testing::run_chunkinv_in(dir, args); }
+json load(const std::string& p) { return load_json(p); }
 
 double number(const json& j) { return chunkinv::number_from_json(j); }
 
@@ -103,8 +87,12 @@ TEST(ShardCli, MergedShardsAreTheUnshardedRun) {
         ++compared;
       }
       const double mx = number(st["mean"]), my = number(sk["mean"]);
-      if (std::isfinite(mx)) EXPECT_LE(std::fabs(mx - my), 1e-12 * std::fabs(mx)) << name;
-      if (st.contains("wilson_low")) EXPECT_EQ(st["wilson_low"], sk["wilson_low"]) << name;
+      if (std::isfinite(mx)) {
+        EXPECT_LE(std::fabs(mx - my), 1e-12 * std::fabs(mx)) << name;
+      }
+      if (st.contains("wilson_low")) {
+        EXPECT_EQ(st["wilson_low"], sk["wilson_low"]) << name;
+      }
     }
   }
   EXPECT_GT(compared, 50u) << "quantiles of errors differ in their last bits: the sketch was compared";

@@ -21,6 +21,7 @@
 #include "core/fp.hpp"
 #include "io/tensor.hpp"
 #include "io/zip.hpp"
+#include "support/shell.hpp"
 #include "zip_builder.hpp"
 
 namespace chunkinv::testing {
@@ -28,14 +29,7 @@ namespace chunkinv::testing {
 namespace fs = std::filesystem;
 
 // A fresh, empty folder per test.
-inline std::string temp_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path p = fs::temp_directory_path() / (std::string("chunkinv-io-") + std::to_string(::getpid()) + "-" +
-                                                  info->test_suite_name() + "-" + info->name());
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+inline std::string temp_dir() { return chunkinv::testing::test_dir("io"); }
 
 // Same value and, for zeros and NaNs, the same kind.
 inline bool same(double a, double b) {

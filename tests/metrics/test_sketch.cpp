@@ -87,7 +87,9 @@ TEST(Sketch, BucketsHoldTheirValuesAndCoverEveryDouble) {
     ASSERT_LE(k, kSketchKeyMax);
     ASSERT_LE(sketch_lower(k), x) << x;
     ASSERT_LT(x - sketch_lower(k), kSketchRelativeError * x) << x;
-    if (k < kSketchKeyMax) ASSERT_GT(sketch_lower(k + 1), x) << x;
+    if (k < kSketchKeyMax) {
+      ASSERT_GT(sketch_lower(k + 1), x) << x;
+    }
   }
   EXPECT_EQ(sketch_key(0x1p-1074), kSketchKeyMin);
   EXPECT_EQ(sketch_key(DBL_MAX), kSketchKeyMax);
@@ -117,7 +119,9 @@ TEST(Sketch, WithinTheBoundOfTheExactReferenceOnAdversarialDistributions) {
       EXPECT_EQ(got.finite_count, ref.finite_count) << at;
       EXPECT_TRUE(same(got.min, ref.min)) << at;
       EXPECT_TRUE(same(got.max, ref.max)) << at;
-      if (ref.min >= 0 && std::isfinite(ref.mean) && ref.mean != 0) EXPECT_LE(std::fabs(got.mean / ref.mean - 1), 1e-10) << at;
+      if (ref.min >= 0 && std::isfinite(ref.mean) && ref.mean != 0) {
+        EXPECT_LE(std::fabs(got.mean / ref.mean - 1), 1e-10) << at;
+      }
       // Every order statistic (or 2000 of them): below 2^-10, no slack.
       for (size_t i = 0; i < std::min<size_t>(n, 2000); ++i) {
         const uint64_t k = n <= 2000 ? i : rng() % n;
@@ -140,8 +144,11 @@ TEST(Sketch, WithinTheBoundOfTheExactReferenceOnAdversarialDistributions) {
           worst_where = at + " q=" + std::to_string(q);
         }
       }
-      if (f.name == "counts 0..63" || f.name == "flags")  // few significant bits: exact
-        for (double q : qs) EXPECT_TRUE(same(s.quantile(q), quantile_sorted(sorted, q))) << at << " q=" << q;
+      if (f.name == "counts 0..63" || f.name == "flags") {  // few significant bits: exact
+        for (double q : qs) {
+          EXPECT_TRUE(same(s.quantile(q), quantile_sorted(sorted, q))) << at << " q=" << q;
+        }
+      }
     }
   }
   std::printf("sketch: largest relative error %.3e of an order statistic, %.3e of a quantile (%s); bound %.3e\n",

@@ -32,13 +32,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string temp_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path p = fs::temp_directory_path() / (std::string("chunkinv-search-") + std::to_string(::getpid()) + "-" + info->name());
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+std::string temp_dir() { return chunkinv::testing::test_dir("search"); }
 
 chunkinv::testing::ShellResult chunkinv_cli(const std::string& args, bool with_stderr = false) {
   return chunkinv::testing::run_shell(chunkinv::testing::binary() + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
