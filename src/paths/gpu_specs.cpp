@@ -47,7 +47,7 @@ std::string kernel_arithmetic() {
          "8 -> 16 -> ... on mma bf16->f32, INV = bf16(P + bf16(O)); chunk zero-padded to 8, 16, 32 or 64. Methods "
          "with a GPU inverse form (fla_solve_tril, blockwise, residual_neumann, where it covers the options): L as "
          "for Neumann, then the form on it and on the gold's FP64 L, each bit-identical to its CPU form "
-         "(docs/methods.md)";
+         "but for one sign of a zero measured in blockwise's BF16 mma products (docs/methods.md)";
 }
 
 bool kernel_supports(const Configuration& c, const Method& m, std::string* why) {

@@ -170,8 +170,8 @@ TEST(GpuInverseForms, HandMadeMatricesBitIdenticalToTheCpuForm) {
       ls.push_back(l);
     };
     lower([&](int, int) { return rng.uniform(-1.0, 1.0); });                // ordinary
-    lower([&](int, int) { return rng.uniform(-1.0, 1.0) * 3e4; });          // FP16/BF16-hostile magnitudes
-    lower([&](int, int) { return rng.uniform(-1.0, 1.0) * 1e30; });         // FP32 overflow within a few products
+    lower([&](int, int) { return rng.uniform(-1.0, 1.0) * 3e4; });          // near FP16's largest value
+    lower([&](int, int) { return rng.uniform(-1.0, 1.0) * 1e30; });         // products overflow FP32
     lower([&](int i, int j) { return i == j + 1 ? -1.0 : 0.0; });           // bidiagonal: inverse of all ones below
     lower([&](int i, int j) { return (i + j) % 3 == 0 ? -0.0 : 0.5; });     // signed zeros
     lower([&](int i, int j) {                                                // one inf, one NaN

@@ -43,8 +43,7 @@ const GpuInverse* find_gpu_inverse(const MethodSpec& spec);
 std::span<const GpuInverse> gpu_inverses();
 
 // Test hook: the method's GPU form on each L, back as the CPU reference
-// returns them (inverse and diagnostics;
-// no intermediates). Throws UsageError where the form refuses or there is
+// returns them (inverse and diagnostics; no intermediates). Throws UsageError where the form refuses or there is
 // no usable GPU.
 std::vector<InverseRun> invert_on_gpu(const GpuInverse& form, const MethodOptions& options,
                                       std::span<const Mat> ls);

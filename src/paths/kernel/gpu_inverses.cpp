@@ -28,21 +28,20 @@ void launch_residual_neumann(const InverseLaunch&);
 namespace {
 
 // --- fla_solve_tril (inv_fla_solve_tril.cu) ----------------------------------
+// (A method's options always hold every parameter, defaults filled in.)
 std::string fla_solve_tril_refuses(const MethodOptions& options, int chunk) {
   if (chunk < 2 || chunk > 64)
     return fmt::format("path kernel: the GPU form of method fla_solve_tril covers chunks 2..64, not {}", chunk);
-  const auto p = options.find("precision");
-  if (p != options.end() && p->second != "ieee" && p->second != "tf32")
-    return fmt::format("path kernel: the GPU form of method fla_solve_tril covers precision=ieee and tf32, not {}",
-                       p->second);
+  const std::string& p = options.at("precision");
+  if (p != "ieee" && p != "tf32")
+    return fmt::format("path kernel: the GPU form of method fla_solve_tril covers precision=ieee and tf32, not {}", p);
   return "";
 }
 
 // --- blockwise (inv_blockwise.cu) -------------------------------------------
 std::string blockwise_refuses(const MethodOptions& options, int chunk) {
-  const auto block = options.find("block"), precision = options.find("precision");
-  const std::string b = block == options.end() ? "8" : block->second;
-  const std::string p = precision == options.end() ? "bf16" : precision->second;
+  const std::string& b = options.at("block");
+  const std::string& p = options.at("precision");
   if (b != "8" && b != "16") return fmt::format("path kernel: method blockwise's GPU form has no block={}", b);
   if (p != "bf16" && p != "fp32" && p != "tf32")
     return fmt::format("path kernel: method blockwise's GPU form has no precision={}", p);
@@ -55,8 +54,7 @@ std::string blockwise_refuses(const MethodOptions& options, int chunk) {
 std::string residual_neumann_refuses(const MethodOptions& options, int chunk) {
   if (chunk < 2 || chunk > 64)
     return fmt::format("path kernel: the GPU form of method residual_neumann covers chunk 2..64, not {}", chunk);
-  const auto it = options.find("format");
-  const std::string format = it == options.end() ? "fp32" : it->second;
+  const std::string& format = options.at("format");
   if (format == "fp32" || format == "int16") return "";
   return fmt::format(
       "path kernel: the GPU form of method residual_neumann covers format=fp32 and int16, not format={} "
