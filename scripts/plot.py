@@ -626,7 +626,9 @@ def plot_trace(argv):
 
 
 # --- method comparison (--methods; docs/figures.md) -------------------------
-TAIL = "p99"  # the highest percentile a report holds (SPEC §5)
+# The tail drawn: p99.9 where every entry drawn holds it (reports of this
+# version do), else p99 (older reports hold p10, p90, p99 only); set by plot_methods.
+TAIL = "p99"
 
 
 def axes_key(axes):
@@ -782,6 +784,10 @@ def cost_note(layout, wrap):
     return "\n".join(textwrap.fill(p, wrap) for p in parts)
 
 
+def tail_label():
+    return {"p999": "p99.9"}.get(TAIL, TAIL)
+
+
 def methods_legend(layout, metric, styles, with_front):
     """The methods drawn, then what the marker, the line and the ring stand for."""
     from matplotlib.lines import Line2D
@@ -791,11 +797,11 @@ def methods_legend(layout, metric, styles, with_front):
                       **styles[k][1]) for k in layout.series if k in drawn]
     n = sample_counts(layout.entries)
     handles.append(Line2D([], [], color="0.4", marker="_", markersize=5, markeredgewidth=0.9, linewidth=0.9,
-                          label=f"median, line up to {TAIL} of {n}"))
+                          label=f"median, line up to {tail_label()} of {n}"))
     if any(math.isfinite(e["metrics"][metric]["median"]) and not math.isfinite(e["metrics"][metric][TAIL])
            for e in layout.entries):
         handles.append(Line2D([], [], color="0.4", linestyle=(0, (2, 1.5)), linewidth=0.8,
-                              label=f"{TAIL} not finite"))
+                              label=f"{tail_label()} not finite"))
     if with_front:
         handles.append(Line2D([], [], color="0.25", linestyle=":", linewidth=0.8, marker="o", markersize=6.5,
                               markerfacecolor="none", markeredgecolor="0.2", markeredgewidth=0.6,
@@ -995,7 +1001,7 @@ def import_matplotlib():
 def plot_methods(argv):
     """scripts/plot.py --methods REPORT... -o FILE [--cost BENCH_JSON]...: each
     method's error per family and chunk size, its median with a line up to its
-    p99, against its cost per sample from `chunkinv bench --format json` (the
+    p99.9 (p99 for older reports), against its cost per sample from `chunkinv bench --format json` (the
     Pareto front marked), or against the method where no cost is given."""
     parser = argparse.ArgumentParser(prog="plot.py --methods", description=plot_methods.__doc__.split("\n")[0])
     parser.add_argument("reports", nargs="+", help="chunkinv report JSON files with a method axis")
@@ -1041,6 +1047,8 @@ def plot_methods(argv):
                                       f"is timed in {costs[key]['bench']} and in {path} (path {costs[key]['option']} "
                                       f"and {row['option']}); give one")
                 costs[key] = row
+    global TAIL
+    TAIL = "p999" if all("p999" in e["metrics"][metric] for e in entries) else "p99"
     layout = MethodLayout(entries, costs)
     if not layout.facets:
         raise ReportError(f"--cost: no bench row has the configuration of an entry plotted (the bench holds "

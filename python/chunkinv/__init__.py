@@ -111,7 +111,7 @@ def chunked(keys, g, beta, *, cu_seqlens=None, chunk=0, tail="pad"):
 
 def aggregate(values, *, flag=False):
     """The report's statistics of per-sample values (median with infinities last, mean of the finite, p10,
-    p90, p99, min, max, finite_count; Wilson interval for a 0/1 metric with flag=True)."""
+    p90, p99, p999 (p99.9), p999999 (p99.9999), min, max, finite_count; Wilson interval for a 0/1 metric with flag=True)."""
     return _core.aggregate(_f64(values, "values").ravel(), flag)
 
 

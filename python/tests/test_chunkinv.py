@@ -233,7 +233,7 @@ def test_per_channel_gates_give_the_per_channel_gold():
 def test_aggregate_is_the_reports():
     v = np.array([3.0, 1.0, math.inf, 2.0])
     s = chunkinv.aggregate(v)
-    assert set(s) == {"median", "mean", "p10", "p90", "p99", "min", "max", "finite_count"}
+    assert set(s) == {"median", "mean", "p10", "p90", "p99", "p999", "p999999", "min", "max", "finite_count"}
     assert all(isinstance(x, float) for x in s.values())
     assert s["median"] == 2.5 and s["max"] == math.inf and s["mean"] == 2.0 and s["finite_count"] == 3
     assert s["min"] == 1.0

@@ -105,6 +105,8 @@ Stats SketchState::stats(bool flag) const {
   s.p10 = quantile(0.1);
   s.p90 = quantile(0.9);
   s.p99 = quantile(0.99);
+  s.p999 = quantile(0.999);
+  s.p999999 = quantile(0.999999);
   s.finite_count = finite();
   s.mean = s.finite_count ? sum.value() / static_cast<double>(s.finite_count) : NAN;
   if (flag) {

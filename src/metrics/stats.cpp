@@ -40,6 +40,8 @@ Stats aggregate(std::vector<double>& v, bool flag) {
   s.p10 = quantile_sorted(v, 0.1);
   s.p90 = quantile_sorted(v, 0.9);
   s.p99 = quantile_sorted(v, 0.99);
+  s.p999 = quantile_sorted(v, 0.999);
+  s.p999999 = quantile_sorted(v, 0.999999);
   double sum = 0.0;
   for (double x : v) {
     if (std::isfinite(x)) {
@@ -58,7 +60,7 @@ Stats aggregate(std::vector<double>& v, bool flag) {
 }
 
 const std::vector<std::string>& stat_names() {
-  static const std::vector<std::string> n{"median", "mean", "p10", "p90", "p99", "min", "max", "finite_count"};
+  static const std::vector<std::string> n{"median", "mean", "p10", "p90", "p99", "p999", "p999999", "min", "max", "finite_count"};
   return n;
 }
 
@@ -68,6 +70,8 @@ double stat_value(const Stats& s, const std::string& name) {
   if (name == "p10") return s.p10;
   if (name == "p90") return s.p90;
   if (name == "p99") return s.p99;
+  if (name == "p999") return s.has_tail ? s.p999 : NAN;
+  if (name == "p999999") return s.has_tail ? s.p999999 : NAN;
   if (name == "min") return s.min;
   if (name == "max") return s.max;
   if (name == "finite_count") return static_cast<double>(s.finite_count);
@@ -75,6 +79,12 @@ double stat_value(const Stats& s, const std::string& name) {
   if (name == "wilson_high") return s.wilson_high;
   if (name == "samples") return static_cast<double>(s.count);
   throw std::invalid_argument("unknown statistic " + name);
+}
+
+bool has_stat(const Stats& s, const std::string& name) {
+  if (name == "wilson_low" || name == "wilson_high") return s.has_wilson;
+  if (name == "p999" || name == "p999999") return s.has_tail;
+  return true;
 }
 
 }  // namespace chunkinv

@@ -13,6 +13,11 @@ struct Stats {
   uint64_t count = 0;         // samples
   uint64_t finite_count = 0;  // samples with a finite value
   double median = 0, mean = 0, p10 = 0, p90 = 0, p99 = 0, min = 0, max = 0;
+  // The far tail: p99.9 and p99.9999 (quantiles 0.999 and 0.999999). Every
+  // run computes them; a report written before they existed lacks them
+  // (has_tail false), and they read as absent, not as numbers.
+  bool has_tail = true;
+  double p999 = 0, p999999 = 0;
   bool has_wilson = false;
   double wilson_low = 0, wilson_high = 0;
 };
@@ -26,7 +31,9 @@ std::pair<double, double> wilson95(uint64_t successes, uint64_t n);
 Stats aggregate(std::vector<double>& values, bool flag);
 
 // Statistic names in report order, and access by name.
-const std::vector<std::string>& stat_names();  // median mean p10 p90 p99 min max finite_count
+const std::vector<std::string>& stat_names();  // median mean p10 p90 p99 p999 p999999 min max finite_count
+// Whether `s` holds statistic `name` (the Wilson interval of a 0/1 metric only, the tail only where written).
+bool has_stat(const Stats& s, const std::string& name);
 double stat_value(const Stats& s, const std::string& name);
 
 }  // namespace chunkinv

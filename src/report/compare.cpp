@@ -272,10 +272,6 @@ const CheckRule* rule_for(const CheckRules& rules, const std::string& metric, co
   return found && found->kind != CheckKind::kIgnore ? found : nullptr;
 }
 
-bool has_stat(const Stats& s, const std::string& stat) {
-  return s.has_wilson || (stat != "wilson_low" && stat != "wilson_high");
-}
-
 // Successes behind a share statistic: the mean of a 0/1 metric times the
 // samples, or the finite count.
 double successes(const Stats& s, const std::string& stat, uint64_t samples) {

@@ -41,6 +41,7 @@ double number_from_json(const json& j) {
 json stats_to_json(const Stats& s) {
   json j = json::object();
   for (const auto& name : stat_names()) {
+    if (!has_stat(s, name)) continue;
     if (name == "finite_count") {
       j[name] = s.finite_count;
     } else {
@@ -76,6 +77,12 @@ Stats stats_from_json(const json& j, std::optional<uint64_t> samples) {
   s.p10 = get("p10", false);
   s.p90 = get("p90", false);
   s.p99 = get("p99", false);
+  // The tail came later: a report without it still loads (without it).
+  s.has_tail = j.contains("p999") || j.contains("p999999");
+  if (s.has_tail) {
+    s.p999 = get("p999", false);
+    s.p999999 = get("p999999", false);
+  }
   s.min = get("min", false);
   s.max = get("max", false);
   if (!j.contains("finite_count")) throw UsageError("statistic \"finite_count\" is missing");

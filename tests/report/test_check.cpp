@@ -203,7 +203,7 @@ TEST(Compare, BadRulesNameTheNearest) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message(R"({"rules": [{"metric": "inv_total_rel_rmse", "statistic": "p999"}]})").find("\"p99\""),
+  EXPECT_NE(message(R"({"rules": [{"metric": "inv_total_rel_rmse", "statistic": "q99"}]})").find("\"p99\""),
             std::string::npos);
   EXPECT_NE(message(R"({"rules": [{"metric": "inv_totl_rel_rmse"}]})").find("\"inv_total_rel_rmse\""),
             std::string::npos);
@@ -315,7 +315,7 @@ TEST(CheckCommand, CannotCompareExitsTwo) {
   EXPECT_EQ(none.status, 2);
   EXPECT_NE(none.errors.find("nothing to compare"), std::string::npos) << none.errors;
 
-  const std::string bad_rules = write_text(dir, "rules.json", R"({"rules": [{"metric": "inv_total_rel_rmse", "statistic": "p999"}]})");
+  const std::string bad_rules = write_text(dir, "rules.json", R"({"rules": [{"metric": "inv_total_rel_rmse", "statistic": "q99"}]})");
   const auto rules = run_chunkinv("check '" + base + "' --baseline '" + base + "' --rules '" + bad_rules + "'", dir);
   EXPECT_EQ(rules.status, 2);
   EXPECT_NE(rules.errors.find("did you mean \"p99\""), std::string::npos) << rules.errors;

@@ -250,8 +250,8 @@ TEST(TablePresets, TheSameConfigurationFromTwoReportsIsLabelled) {
 TEST(TablePresets, FullShowsEveryStatisticOfEveryMetric) {
   const Table t = build_table({{"r.json", floor_report()}}, "full");
   EXPECT_EQ(headers(t), (std::vector<std::string>{"path", "Chunk C", "metric", "samples", "median", "mean", "p10",
-                                                  "p90", "p99", "min", "max", "finite_count", "wilson_low",
-                                                  "wilson_high"}));
+                                                  "p90", "p99", "p999", "p999999", "min", "max", "finite_count",
+                                                  "wilson_low", "wilson_high"}));
   // 3 gold entries x 4 metrics + 3 emulated entries x 13 metrics.
   EXPECT_EQ(t.rows.size(), 3u * 4u + 3u * 13u);
 }
@@ -285,15 +285,15 @@ TEST(TablePresets, MethodsPutTheMethodsOfAConfigurationInAdjacentRows) {
   const Report r = methods_report({"neumann", "flashkda_v2", "blockwise"}, {"gold", "emulated"});
   const Table t = build_table({{"r.json", r}}, "methods");
   // The method after the chunk, whether or not it varies; no gold rows.
-  EXPECT_EQ(headers(t), (std::vector<std::string>{"Chunk C", "method", "INV total median", "INV total p99", "Finite",
-                                                  "INV power median", "INV power p99"}));
+  EXPECT_EQ(headers(t), (std::vector<std::string>{"Chunk C", "method", "INV total median", "INV total p99",
+                                                  "INV total p99.9", "Finite", "INV power median", "INV power p99.9"}));
   std::vector<std::string> order;
   for (const auto& row : t.rows) order.push_back(std::to_string(static_cast<int>(row[0].value)) + "/" + row[1].text);
   // Chunks ascending, the methods of each in the order the run gave them (not by name).
   EXPECT_EQ(order, (std::vector<std::string>{"8/neumann", "8/flashkda_v2", "8/blockwise", "16/neumann",
                                              "16/flashkda_v2", "16/blockwise"}));
   const std::string md = to_markdown(t);
-  EXPECT_NE(md.find("|      16 | neumann     |              inf |           inf |     0% |          8.51e-8 |"),
+  EXPECT_NE(md.find("|      16 | neumann     |              inf |           inf |             inf |     0% |          8.51e-8 |"),
             std::string::npos)
       << md;
   EXPECT_NE(md.find("|       8 | flashkda_v2 |          2.00e-6 |"), std::string::npos) << md;
@@ -369,26 +369,26 @@ TEST(TableLayouts, MethodsAreRowsAndPathsColumnGroupsInTheMethodsPreset) {
   const Table t = build_table({{"r.json", r}}, "methods", TableLayout::kColumnGroups);
   ASSERT_EQ(t.rows.size(), 4u);
   EXPECT_EQ(groups(t), (std::vector<std::string>{"", "", "emulated", "emulated", "emulated", "emulated", "emulated",
-                                                 "kernel", "kernel", "kernel", "kernel", "kernel"}));
+                                                 "emulated", "kernel", "kernel", "kernel", "kernel", "kernel", "kernel"}));
   const std::string tex = to_latex(t);
-  EXPECT_NE(tex.find("& & \\multicolumn{5}{c}{emulated, $n = 100$} & \\multicolumn{5}{c}{kernel, $n = 100$} \\\\\n"),
+  EXPECT_NE(tex.find("& & \\multicolumn{6}{c}{emulated, $n = 100$} & \\multicolumn{6}{c}{kernel, $n = 100$} \\\\\n"),
             std::string::npos)
       << tex;
-  EXPECT_NE(tex.find("{Chunk $C$} & method & {median} & {p99} & {\\%} & {median} & {p99} & {median}"),
+  EXPECT_NE(tex.find("{Chunk $C$} & method & {median} & {p99} & {p99.9} & {\\%} & {median} & {p99.9} & {median}"),
             std::string::npos)
       << tex;
   // Not a number: infinity in braces, as every preset writes it.
-  EXPECT_NE(tex.find("\n16 & neumann & {$\\infty$} & {$\\infty$} & 0 & 8.51e-8 &"), std::string::npos) << tex;
+  EXPECT_NE(tex.find("\n16 & neumann & {$\\infty$} & {$\\infty$} & {$\\infty$} & 0 & 8.51e-8 &"), std::string::npos) << tex;
   EXPECT_NE(tex.find("\n16 & flashkda\\_v2 & 2.00e-6 &"), std::string::npos) << tex;
 
   // CSV: tidy as every preset, the rows in the methods' order.
   const std::string csv = to_csv(build_table({{"r.json", r}}, "methods", TableLayout::kTidy));
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "family,chunk,dim,path,method,decay_floor,samples,inv_total_rel_rmse_median,inv_total_rel_rmse_p99,"
-            "inv_finite_mean,inv_gold_l_rel_rmse_median,inv_gold_l_rel_rmse_p99");
+            "inv_total_rel_rmse_p999,inv_finite_mean,inv_gold_l_rel_rmse_median,inv_gold_l_rel_rmse_p999");
   EXPECT_NE(csv.find("\nfloor,8,128,emulated,neumann,-5,100,"), std::string::npos) << csv;
   EXPECT_LT(csv.find("floor,8,128,emulated,neumann"), csv.find("floor,8,128,emulated,flashkda_v2"));
-  EXPECT_NE(csv.find("floor,16,128,emulated,neumann,-5,100,inf,inf,0,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("floor,16,128,emulated,neumann,-5,100,inf,inf,inf,0,"), std::string::npos) << csv;
 }
 
 TEST(TableLayouts, GroupsWiderThanTheLimitFallBackToRows) {
@@ -455,8 +455,9 @@ TEST(TableLayouts, TidyCsvHasEveryAxisAndSnakeCaseNames) {
 TEST(TableLayouts, TidyFullHasOneRowPerMetric) {
   const Table t = build_table({{"r.json", floor_report()}}, "full", TableLayout::kTidy);
   EXPECT_EQ(headers(t), (std::vector<std::string>{"family", "chunk", "dim", "path", "decay_floor", "metric",
-                                                  "samples", "median", "mean", "p10", "p90", "p99", "min", "max",
-                                                  "finite_count", "wilson_low", "wilson_high"}));
+                                                  "samples", "median", "mean", "p10", "p90", "p99", "p999",
+                                                  "p999999", "min", "max", "finite_count", "wilson_low",
+                                                  "wilson_high"}));
   EXPECT_EQ(t.rows.size(), 3u * 4u + 3u * 13u);
 }
 
@@ -584,19 +585,20 @@ TEST(TableCommand, MethodsPresetComparesTheMethodsOfARun) {
   ASSERT_EQ(md.status, 0) << md.errors;
   const auto cells = markdown_cells(md.output);
   ASSERT_EQ(cells.size(), 2u + 4u) << md.output;  // header, rule, 2 chunks x 2 methods
-  EXPECT_EQ(cells[0], (std::vector<std::string>{"Chunk C", "method", "INV total median", "INV total p99", "Finite",
-                                                "INV power median", "INV power p99"}));
+  EXPECT_EQ(cells[0], (std::vector<std::string>{"Chunk C", "method", "INV total median", "INV total p99",
+                                                "INV total p99.9", "Finite", "INV power median", "INV power p99.9"}));
   std::vector<std::string> order;
   for (size_t i = 2; i < cells.size(); ++i) order.push_back(cells[i][0] + "/" + cells[i][1]);
   EXPECT_EQ(order, (std::vector<std::string>{"16/neumann", "16/flashkda_v2", "32/neumann", "32/flashkda_v2"}));
-  for (size_t i = 2; i < 4; ++i) EXPECT_EQ(cells[i][4], "100%") << md.output;
+  for (size_t i = 2; i < 4; ++i) EXPECT_EQ(cells[i][5], "100%") << md.output;
   // FP16 Neumann and the FP32 substitution with BF16 merges differ on the exact L.
-  EXPECT_NE(cells[2][5], cells[3][5]) << md.output;
+  EXPECT_NE(cells[2][6], cells[3][6]) << md.output;
   for (size_t i = 4; i < 6; ++i) {
     EXPECT_EQ(cells[i][2], "inf") << md.output;
     EXPECT_EQ(cells[i][3], "inf") << md.output;
-    EXPECT_EQ(cells[i][4], "0%") << md.output;
-    EXPECT_NE(cells[i][5], "inf") << md.output;  // on the exact L every method is finite
+    EXPECT_EQ(cells[i][4], "inf") << md.output;
+    EXPECT_EQ(cells[i][5], "0%") << md.output;
+    EXPECT_NE(cells[i][6], "inf") << md.output;  // on the exact L every method is finite
   }
   // The same cells in the article's table (method, chunk, ..., INV total): "inf" there too.
   const auto k3 = run_chunkinv("table '" + report + "' --preset k3-exponent", dir);
@@ -613,11 +615,11 @@ TEST(TableCommand, MethodsPresetComparesTheMethodsOfARun) {
 
   const auto tex = run_chunkinv("table '" + report + "' --preset methods --format latex", dir);
   ASSERT_EQ(tex.status, 0) << tex.errors;
-  EXPECT_NE(tex.output.find("\\multicolumn{5}{c}{emulated, $n = 50$}"), std::string::npos) << tex.output;
-  EXPECT_NE(tex.output.find("\n32 & neumann & {$\\infty$} & {$\\infty$} & 0 & "), std::string::npos) << tex.output;
+  EXPECT_NE(tex.output.find("\\multicolumn{6}{c}{emulated, $n = 50$}"), std::string::npos) << tex.output;
+  EXPECT_NE(tex.output.find("\n32 & neumann & {$\\infty$} & {$\\infty$} & {$\\infty$} & 0 & "), std::string::npos) << tex.output;
   const auto csv = run_chunkinv("table '" + report + "' --preset methods --format csv", dir);
   ASSERT_EQ(csv.status, 0) << csv.errors;
-  EXPECT_NE(csv.output.find("\nfloor,32,128,emulated,neumann,-5,50,inf,inf,0,"), std::string::npos) << csv.output;
+  EXPECT_NE(csv.output.find("\nfloor,32,128,emulated,neumann,-5,50,inf,inf,inf,0,"), std::string::npos) << csv.output;
 }
 
 TEST(TableCommand, UnknownPresetExitsTwoWithTheNearestName) {
