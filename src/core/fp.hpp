@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/hd.hpp"
+
 namespace chunkinv {
 
 struct Format {
@@ -26,9 +28,10 @@ enum class Rounding { kNearestEven, kTowardZero };
 // Rounds the exact value `x` once to `f`. NaN stays NaN, +-inf stays +-inf.
 // Toward zero, a finite value beyond the range becomes +-inf as well: the
 // tensor-core FP32 output does the same (SPEC §2 notes the emax model).
-inline double round_to(double x, Format f, Rounding r = Rounding::kNearestEven) {
+// Host and device (the GPU's input generator rounds its keys with it).
+CHUNKINV_HD inline double round_to(double x, Format f, Rounding r = Rounding::kNearestEven) {
   if (!std::isfinite(x) || x == 0.0) return x;
-  uint64_t u = std::bit_cast<uint64_t>(x);
+  uint64_t u = hd::bits(x);
   int e = static_cast<int>((u >> 52) & 0x7FF) - 1023;
   if (e >= f.emin && e > -1023) {
     // Normal in the format: round the double's significand to f.mant bits in
@@ -37,8 +40,8 @@ inline double round_to(double x, Format f, Rounding r = Rounding::kNearestEven) 
     const uint64_t mask = (uint64_t{1} << shift) - 1;
     if (r == Rounding::kNearestEven) u += (mask >> 1) + ((u >> shift) & 1);
     u &= ~mask;
-    const double y = std::bit_cast<double>(u);
-    return std::fabs(y) > f.max_finite ? std::copysign(INFINITY, x) : y;
+    const double y = hd::from_bits(u);
+    return std::fabs(y) > f.max_finite ? std::copysign(double(INFINITY), x) : y;
   }
   // Subnormal in the format: a fixed quantum of 2^(emin - mant).
   e = f.emin;

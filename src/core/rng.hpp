@@ -1,6 +1,7 @@
 // Counter-based random numbers (Philox4x32-10, Salmon et al., SC'11): the
 // value at a counter depends on nothing else, so sample i of seed s is the
 // same on every machine, thread count, shard split and evaluation order.
+// The arithmetic is core/philox.hpp, one source with the GPU's generator.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -15,8 +16,7 @@ enum class Stream : uint32_t { kKeys = 0, kGate = 1, kBeta = 2, kSingleKey = 3, 
 class Rng {
  public:
   Rng(uint64_t seed, uint64_t sample, Stream stream)
-      : key_{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)},
-        sample_(sample), stream_(static_cast<uint32_t>(stream)) {}
+      : seed_(seed), sample_(sample), stream_(static_cast<uint32_t>(stream)) {}
 
   // Four 32-bit words at position `index` of this stream.
   std::array<uint32_t, 4> block(uint64_t index) const;
@@ -29,7 +29,7 @@ class Rng {
   std::pair<double, double> normal_pair(uint64_t pair) const;
 
  private:
-  std::array<uint32_t, 2> key_;
+  uint64_t seed_;
   uint64_t sample_;
   uint32_t stream_;
 };

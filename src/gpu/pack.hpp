@@ -11,11 +11,12 @@
 #include <cstring>
 #include <vector>
 
+#include "core/hd.hpp"
 #include "core/matrix.hpp"
 
 namespace chunkinv::gpu {
 
-inline uint16_t fp16_bits_rn(double x) {
+CHUNKINV_HD inline uint16_t fp16_bits_rn(double x) {  // host and device (metrics/device_metrics.cu)
   uint64_t u;
   std::memcpy(&u, &x, 8);
   const uint16_t sign = static_cast<uint16_t>((u >> 48) & 0x8000);

@@ -1,0 +1,107 @@
+// The one source of detmath's elementary functions, for the CPU
+// (core/detmath.cpp calls these) and the GPU (the device-side input
+// generator). They use IEEE +, -, *, / (correctly rounded on both) and
+// frexp, ldexp, nearbyint (exact on both), so both give the same bits.
+#pragma once
+#include <cmath>
+
+#include "core/hd.hpp"
+
+namespace chunkinv::detmath::hd {
+
+// ln 2 split so that n * kLn2Hi is exact for |n| < 2^11.
+inline constexpr double kLn2Hi = 0x1.62e42fefa3800p-1;
+inline constexpr double kLn2Lo = 0x1.ef35793c76730p-45;
+
+CHUNKINV_HD constexpr double inv_factorial(int k) { return k == 0 ? 1.0 : inv_factorial(k - 1) / k; }
+
+// 1/k! for k = 0..16, evaluated at compile time (the same divisions as a
+// call of inv_factorial(k) at run time, so the same values).
+struct InvFactorials {
+  double v[17];
+};
+CHUNKINV_HD constexpr InvFactorials inv_factorials() {
+  InvFactorials t{};
+  for (int k = 0; k < 17; ++k) t.v[k] = inv_factorial(k);
+  return t;
+}
+
+// e^r for |r| <= 0.35: Taylor series to degree 14 in Horner form
+// (truncation below 1e-18 relative).
+CHUNKINV_HD inline double exp_reduced(double r) {
+  constexpr InvFactorials f = inv_factorials();
+  double p = f.v[14];
+  CHUNKINV_UNROLL
+  for (int k = 13; k >= 0; --k) p = p * r + f.v[k];
+  return p;
+}
+
+CHUNKINV_HD inline double exp(double x) {
+  if (std::isnan(x)) return x;
+  if (x > 709.79) return INFINITY;
+  if (x < -745.2) return 0.0;
+  const double n = std::nearbyint(x / (kLn2Hi + kLn2Lo));
+  const double r = (x - n * kLn2Hi) - n * kLn2Lo;
+  // Scale in two steps so that results in the subnormal range round once.
+  const int ni = static_cast<int>(n);
+  if (ni < -1021) return std::ldexp(std::ldexp(exp_reduced(r), ni + 60), -60);
+  return std::ldexp(exp_reduced(r), ni);
+}
+
+CHUNKINV_HD inline double exp2(double x) {
+  if (std::isnan(x)) return x;
+  if (x >= 1024.0) return INFINITY;
+  if (x < -1075.0) return 0.0;
+  const double n = std::nearbyint(x);
+  const double f = x - n;  // exact, |f| <= 0.5
+  // 2^f = e^(f ln 2); f ln 2 formed in two parts keeps the error near 1 ulp.
+  const double r = f * kLn2Hi + f * kLn2Lo;
+  const int ni = static_cast<int>(n);
+  if (ni < -1021) return std::ldexp(std::ldexp(exp_reduced(r), ni + 60), -60);
+  return std::ldexp(exp_reduced(r), ni);
+}
+
+CHUNKINV_HD inline double log(double x) {
+  if (std::isnan(x) || x < 0.0) return NAN;  // the quiet NaN 0x7FF8000000000000
+  if (x == 0.0) return -INFINITY;
+  if (std::isinf(x)) return x;
+  int e = 0;
+  double m = std::frexp(x, &e);  // m in [0.5, 1)
+  if (m < 0.70710678118654752) {
+    m *= 2.0;
+    e -= 1;
+  }
+  // log m = 2 atanh(s), s = (m - 1)/(m + 1), |s| <= 0.1716: the odd series
+  // to s^27 in Horner form (truncation below 1e-19 relative).
+  constexpr double kInvOdd[14] = {1.0,      1.0 / 3,  1.0 / 5,  1.0 / 7,  1.0 / 9,
+                                  1.0 / 11, 1.0 / 13, 1.0 / 15, 1.0 / 17, 1.0 / 19,
+                                  1.0 / 21, 1.0 / 23, 1.0 / 25, 1.0 / 27};
+  const double s = (m - 1.0) / (m + 1.0);
+  const double s2 = s * s;
+  double poly = kInvOdd[13];
+  CHUNKINV_UNROLL
+  for (int k = 12; k >= 0; --k) poly = poly * s2 + kInvOdd[k];
+  const double sum = s * poly;
+  return e * kLn2Hi + (e * kLn2Lo + 2.0 * sum);
+}
+
+CHUNKINV_HD inline double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+CHUNKINV_HD inline double expm1(double x) {
+  if (!(std::fabs(x) <= 0.35)) return exp(x) - 1.0;  // no cancellation beyond 0.35 (NaN passes through)
+  constexpr InvFactorials f = inv_factorials();
+  double p = f.v[16];
+  CHUNKINV_UNROLL
+  for (int k = 15; k >= 1; --k) p = p * x + f.v[k];
+  return p * x;
+}
+
+CHUNKINV_HD inline double tanh(double x) {
+  if (std::isnan(x)) return x;
+  const double a = std::fabs(x);
+  if (a >= 20.0) return std::copysign(1.0, x);  // 1 - tanh(20) < 2^-57
+  const double t = expm1(-2.0 * a);              // tanh a = -t / (2 + t)
+  return std::copysign(-t / (2.0 + t), x);
+}
+
+}  // namespace chunkinv::detmath::hd

@@ -1,0 +1,77 @@
+// The one source of the generator's arithmetic, for the CPU (core/rng.cpp's
+// Rng calls these) and the GPU (the device-side input generator):
+// Philox4x32-10 (Salmon et al., SC'11), its counter layout, the uniform of
+// 53 bits and the Marsaglia polar normal pair. Integer operations, IEEE
+// arithmetic, sqrt (correctly rounded on both) and detmath's log: the same
+// bits on both.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "core/detmath_hd.hpp"
+#include "core/hd.hpp"
+
+namespace chunkinv::philox {
+
+struct Block {
+  uint32_t v[4];
+};
+
+inline constexpr uint32_t kM0 = 0xD2511F53, kM1 = 0xCD9E8D57;
+inline constexpr uint32_t kW0 = 0x9E3779B9, kW1 = 0xBB67AE85;
+
+CHUNKINV_HD inline Block philox4x32_10(Block c, uint32_t k0, uint32_t k1) {
+  CHUNKINV_UNROLL
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = static_cast<uint64_t>(kM0) * c.v[0];
+    const uint64_t p1 = static_cast<uint64_t>(kM1) * c.v[2];
+    c = {{static_cast<uint32_t>(p1 >> 32) ^ c.v[1] ^ k0, static_cast<uint32_t>(p1),
+          static_cast<uint32_t>(p0 >> 32) ^ c.v[3] ^ k1, static_cast<uint32_t>(p0)}};
+    k0 += kW0;
+    k1 += kW1;
+  }
+  return c;
+}
+
+// Block `index` of stream `stream` of sample `sample` of `seed`.
+// Key: (seed lo, seed hi); counter: (index lo, index hi ^ stream << 24,
+// sample lo, sample hi).
+CHUNKINV_HD inline Block block(uint64_t seed, uint64_t sample, uint32_t stream, uint64_t index) {
+  const Block ctr{{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32) ^ (stream << 24),
+                   static_cast<uint32_t>(sample), static_cast<uint32_t>(sample >> 32)}};
+  return philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+
+// Uniform in (0, 1) from the top 53 of 64 bits.
+CHUNKINV_HD inline double to_unit(uint32_t hi, uint32_t lo) {
+  const uint64_t bits = ((static_cast<uint64_t>(hi) << 32) | lo) >> 11;
+  return (static_cast<double>(bits) + 0.5) * 0x1p-53;
+}
+
+struct NormalPair {
+  double x, y;
+};
+
+// Normals 2*pair and 2*pair + 1 of a stream. Attempt a of the pair sits at
+// counter (pair << 8) | a. Rejection leaves p < 2^-200 of pairs unresolved
+// after 256 attempts, so the loop is bounded in practice and the result exact.
+CHUNKINV_HD inline NormalPair normal_pair(uint64_t seed, uint64_t sample, uint32_t stream, uint64_t pair) {
+  for (uint64_t a = 0; a < 256; ++a) {
+    const Block b = block(seed, sample, stream, (pair << 8) | a);
+    const double u = 2.0 * to_unit(b.v[0], b.v[1]) - 1.0;
+    const double v = 2.0 * to_unit(b.v[2], b.v[3]) - 1.0;
+    const double s = u * u + v * v;
+    if (s >= 1.0 || s == 0.0) continue;
+    const double f = std::sqrt(-2.0 * detmath::hd::log(s) / s);
+    return {u * f, v * f};
+  }
+  return {0.0, 0.0};
+}
+
+// Normal `index` of a stream: one of the pair index / 2.
+CHUNKINV_HD inline double normal(uint64_t seed, uint64_t sample, uint32_t stream, uint64_t index) {
+  const NormalPair p = normal_pair(seed, sample, stream, index >> 1);
+  return (index & 1) ? p.y : p.x;
+}
+
+}  // namespace chunkinv::philox

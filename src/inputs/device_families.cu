@@ -1,0 +1,205 @@
+// The generated families on the GPU (inputs/device_families.hpp). The CPU
+// reference is inputs/families.cpp; tests/inputs/test_device_families.cpp
+// compares every value of both.
+//
+// Normal n of a stream is element n & 1 of the Marsaglia pair n >> 1,
+// whichever way the CPU groups them, so every pair is drawn independently.
+// key_rows: a group of G lanes per key row (32 / G rows per warp) draws the
+// row's pairs into shared memory; each lane of the group sums the squares in
+// column order (the CPU's order, so the same norm: one serial sum per row,
+// which is why a row does not take a whole warp), and the group divides and
+// rounds the columns to BF16. Per-channel gates are drawn by the same group.
+// token_values: one thread per pair of tokens of a sample (beta, per-token g).
+#include "inputs/device_families.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "core/detmath_hd.hpp"
+#include "core/error.hpp"
+#include "core/fp.hpp"
+#include "core/fp_hd.hpp"
+#include "core/philox.hpp"
+#include "core/rng.hpp"
+#include "gpu/check.cuh"
+#include "gpu/pack.hpp"
+
+namespace chunkinv {
+namespace {
+
+enum class Kind { kFloor, kModelLike, kWeakDecayCorrelated };
+
+struct GenArgs {
+  uint64_t seed = 0, first = 0;
+  int n = 0, chunk = 0, dim = 0;
+  bool channel = false;  // gating=channel: g is C x d per sample
+  double gate = 0.0;     // decay_floor (floor, model_like) or log_decay (weak_decay_correlated)
+  double beta = 0.0;     // weak_decay_correlated's constant beta
+  DeviceSampleBuffers out;
+};
+
+constexpr int kThreads = 256;
+constexpr size_t kSmemPerBlock = 48 * 1024;
+
+CHUNKINV_HD constexpr uint32_t stream_id(Stream s) { return static_cast<uint32_t>(s); }
+
+// Calls sink(c, x) with normal base + c of `stream`, c = 0..d-1; the G lanes
+// of a group (lane `g` of them) take the pairs covering them in turn.
+template <class Sink>
+__device__ void row_normals(const GenArgs& a, uint64_t sample, Stream stream, uint64_t base, int g, int G, Sink sink) {
+  const int d = a.dim;
+  const uint64_t q0 = base >> 1, q1 = (base + uint64_t(d) - 1) >> 1;
+  for (uint64_t q = q0 + uint64_t(g); q <= q1; q += uint64_t(G)) {
+    const philox::NormalPair z = philox::normal_pair(a.seed, sample, stream_id(stream), q);
+    const long long c = static_cast<long long>(2 * q) - static_cast<long long>(base);  // column of z.x; -1 at an odd base
+    if (c >= 0) sink(int(c), z.x);
+    if (c + 1 < d) sink(int(c + 1), z.y);
+  }
+}
+
+__device__ inline void put_beta(const GenArgs& a, size_t at, double beta) {
+  a.out.beta[at] = beta;
+  if (a.out.beta_fp16) a.out.beta_fp16[at] = gpu::fp16_bits_rn(beta);  // the packer's own rounding
+}
+
+// Key rows: row t is row t % C of sample t / C (floor, model_like) or row 0
+// of sample t, written to its C rows (weak_decay_correlated). Shared memory:
+// 32 / G rows of d | 1 doubles per warp (an odd stride spreads the rows over the banks).
+template <Kind K>
+__global__ void key_rows(GenArgs a, int G) {
+  extern __shared__ double smem[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const int R = 32 / G, group = lane / G, g = lane % G;
+  const int C = a.chunk, d = a.dim;
+  double* v = smem + (size_t(warp) * R + group) * size_t(d | 1);
+  const long long rows = K == Kind::kWeakDecayCorrelated ? a.n : static_cast<long long>(a.n) * C;
+  for (long long t0 = (static_cast<long long>(blockIdx.x) * warps + warp) * R; t0 < rows;
+       t0 += static_cast<long long>(gridDim.x) * warps * R) {
+    const long long t = t0 + group;
+    const bool active = t < rows;
+    const long long j = K == Kind::kWeakDecayCorrelated ? t : t / C;  // sample of this call
+    const int r = K == Kind::kWeakDecayCorrelated ? 0 : int(t % C);
+    const uint64_t sample = a.first + uint64_t(j);
+    // random_unit_key(seed, sample, r, d).
+    if (active) row_normals(a, sample, Stream::kKeys, uint64_t(r) * d, g, G, [&](int c, double x) { v[c] = x; });
+    __syncwarp();
+    if (active) {
+      double norm2 = 0.0;  // column order, as the CPU sums
+      for (int c = 0; c < d; ++c) norm2 += v[c] * v[c];
+      const double norm = sqrt(norm2);
+      uint16_t* keys = a.out.keys + size_t(t) * (K == Kind::kWeakDecayCorrelated ? C : 1) * d;
+      for (int c = g; c < d; c += G) {
+        const double k = round_to(v[c] / norm, kBF16);
+        // 0/0 (a row of exact zeros, p < 2^-52 at d = 1) is NaN: the CPU's is
+        // x86's default NaN, 0xFFF8..., whose BF16 pattern is 0xFFC0.
+        const uint16_t bits = isnan(k) ? uint16_t(0xFFC0) : hd::exact_bf16_bits(k);
+        if constexpr (K == Kind::kWeakDecayCorrelated) {
+          for (int rr = 0; rr < C; ++rr) keys[size_t(rr) * d + c] = bits;
+        } else {
+          keys[c] = bits;
+        }
+      }
+      // Per-channel gates: gate (r, c) is floor * sigmoid(normal r * d + c of
+      // kChannelGate) for model_like, the floor itself for floor.
+      if (K != Kind::kWeakDecayCorrelated && a.channel) {
+        double* gr = a.out.g + size_t(t) * d;
+        if constexpr (K == Kind::kModelLike) {
+          row_normals(a, sample, Stream::kChannelGate, uint64_t(r) * d, g, G,
+                      [&](int c, double x) { gr[c] = a.gate * detmath::hd::sigmoid(x); });
+        } else {
+          for (int c = g; c < d; c += G) gr[c] = a.gate;
+        }
+      }
+    }
+    __syncwarp();  // v is read before the next rows overwrite it
+  }
+}
+
+// Per-token values: thread t takes tokens 2p, 2p + 1 of sample t / P, P =
+// ceil(C / 2), p = t % P: beta = sigmoid(normal of kBeta) and, with per-token
+// gates, g = floor * sigmoid(normal of kGate) (model_like) or the floor;
+// weak_decay_correlated's constants.
+template <Kind K>
+__global__ void token_values(GenArgs a) {
+  const int C = a.chunk, pairs = (C + 1) / 2;
+  const long long tasks = static_cast<long long>(a.n) * pairs;
+  for (long long t = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; t < tasks;
+       t += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long j = t / pairs;
+    const int p = int(t % pairs), m = min(2, C - 2 * p);
+    const uint64_t sample = a.first + uint64_t(j);
+    const size_t at = size_t(j) * C + size_t(2 * p);
+    double beta[2] = {a.beta, a.beta}, gate[2] = {a.gate, a.gate};
+    if constexpr (K != Kind::kWeakDecayCorrelated) {
+      const philox::NormalPair z = philox::normal_pair(a.seed, sample, stream_id(Stream::kBeta), uint64_t(p));
+      beta[0] = detmath::hd::sigmoid(z.x);
+      beta[1] = detmath::hd::sigmoid(z.y);
+    }
+    if constexpr (K == Kind::kModelLike) {
+      if (!a.channel) {
+        const philox::NormalPair z = philox::normal_pair(a.seed, sample, stream_id(Stream::kGate), uint64_t(p));
+        gate[0] = a.gate * detmath::hd::sigmoid(z.x);
+        gate[1] = a.gate * detmath::hd::sigmoid(z.y);
+      }
+    }
+    for (int i = 0; i < m; ++i) {
+      put_beta(a, at + i, beta[i]);
+      if (!a.channel) a.out.g[at + i] = gate[i];
+    }
+  }
+}
+
+template <Kind K>
+void launch(const GenArgs& a, cudaStream_t stream) {
+  // Lanes per key row: about 8 pairs each (G = 8 at d = 128), 1 to 32.
+  int G = 1;
+  while (G < 32 && 16 * G < a.dim) G *= 2;
+  // Warps per block: as many as 8 whose rows fit in 48 KiB.
+  const size_t warp_bytes = size_t(32 / G) * size_t(a.dim | 1) * sizeof(double);
+  const int warps = int(std::clamp<size_t>(kSmemPerBlock / warp_bytes, 1, kThreads / 32));
+  const long long rows = K == Kind::kWeakDecayCorrelated ? a.n : static_cast<long long>(a.n) * a.chunk;
+  const long long rows_per_block = static_cast<long long>(warps) * (32 / G);
+  const long long key_blocks = std::min<long long>((rows + rows_per_block - 1) / rows_per_block, 1 << 20);
+  key_rows<K><<<unsigned(key_blocks), 32 * warps, size_t(warps) * warp_bytes, stream>>>(a, G);
+  CUDA_CHECK_LAUNCH();
+  const long long tasks = static_cast<long long>(a.n) * ((a.chunk + 1) / 2);
+  const long long token_blocks = std::min<long long>((tasks + kThreads - 1) / kThreads, 1 << 20);
+  token_values<K><<<unsigned(token_blocks), kThreads, 0, stream>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
+double param(const Configuration& c, const char* name) { return c.params.at(name).get<double>(); }
+
+}  // namespace
+
+void generate_on_device(const Configuration& c, uint64_t seed, uint64_t first, int n, const DeviceSampleBuffers& out,
+                        cudaStream_t stream) {
+  std::string why;
+  if (!device_generates(c, &why)) throw UsageError("generate_on_device: " + why);
+  find_family(c.family).validate(c);
+  if (n < 0) throw UsageError("generate_on_device: n = " + std::to_string(n) + " < 0");
+  if (n == 0) return;
+  if (!out.keys || !out.g || !out.beta) throw UsageError("generate_on_device: keys, g and beta must be device buffers");
+
+  GenArgs a;
+  a.seed = seed;
+  a.first = first;
+  a.n = n;
+  a.chunk = c.chunk;
+  a.dim = c.dim;
+  a.out = out;
+  const bool wdc = c.family == "weak_decay_correlated";
+  if (wdc) {
+    a.gate = param(c, "log_decay");
+    a.beta = param(c, "beta");
+  } else {
+    a.gate = param(c, "decay_floor");
+    a.channel = gated_per_channel(c);  // even at d = 1, where g has the shape of per-token gates
+  }
+
+  if (wdc) launch<Kind::kWeakDecayCorrelated>(a, stream);
+  else if (c.family == "floor") launch<Kind::kFloor>(a, stream);
+  else launch<Kind::kModelLike>(a, stream);
+}
+
+}  // namespace chunkinv
