@@ -1,0 +1,144 @@
+// The gold and the metrics on the GPU: one block per sample runs the
+// programs of metrics/device_metrics_blocks.hpp (their CPU run is in
+// tests/metrics/test_device_metrics.cpp beside the GPU tests).
+// Eigen (through gpu/pack.hpp's core/matrix.hpp) calls constexpr host functions from host-device code.
+#pragma nv_diag_suppress 20015
+#include "metrics/device_metrics.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "gpu/check.cuh"
+#include "metrics/device_metrics_blocks.hpp"
+
+namespace chunkinv::gpu {
+namespace {
+
+using blocks::BlockFlags;
+
+// A block of the GPU: each() is one phase then __syncthreads(); local state
+// is the thread's own (registers).
+struct DeviceBlock {
+  int threads;
+
+  template <class F>
+  CHUNKINV_HD void each(F&& f) const {
+#ifdef __CUDA_ARCH__
+    f(int(threadIdx.x));
+    __syncthreads();
+#endif
+  }
+  template <class V>
+  struct One {
+    V v;
+    CHUNKINV_HD V& operator[](int) { return v; }
+  };
+  template <class V>
+  CHUNKINV_HD One<V> local() const {
+    return {};
+  }
+  CHUNKINV_HD void set(int* p) const {
+#ifdef __CUDA_ARCH__
+    atomicOr(p, 1);
+#endif
+  }
+  CHUNKINV_HD void add(int* p, int v) const {
+#ifdef __CUDA_ARCH__
+    atomicAdd(p, v);
+#endif
+  }
+  CHUNKINV_HD void max(unsigned long long* p, unsigned long long v) const {
+#ifdef __CUDA_ARCH__
+    atomicMax(p, v);
+#endif
+  }
+};
+
+struct Smem {
+  BlockFlags* fl;
+  double* sm;
+};
+__device__ inline Smem carve() {
+  extern __shared__ __align__(16) unsigned char smem[];
+  return {reinterpret_cast<BlockFlags*>(smem), reinterpret_cast<double*>(smem + blocks::kFlagsBytes)};
+}
+
+template <int kMaxTiles, bool kChannel>
+__global__ void gold_kernel(GoldOnDevice a) {
+  const Smem m = carve();
+  blocks::gold_program<kMaxTiles, kChannel>(DeviceBlock{int(blockDim.x)}, a, long(blockIdx.x), m.sm, m.fl);
+}
+
+__global__ void metrics_kernel(GoldRead g, PathOnDevice p, double* out) {
+  const Smem m = carve();
+  blocks::metrics_program(DeviceBlock{int(blockDim.x)}, g, p, out, long(blockIdx.x), m.sm, m.fl);
+}
+
+__global__ void reference_kernel(GoldRead g, double* out) {
+  const Smem m = carve();
+  blocks::reference_program(DeviceBlock{int(blockDim.x)}, g, out, long(blockIdx.x), m.sm, m.fl);
+}
+
+// Dynamic shared memory beyond 48 KB needs the kernel's opt-in (a cheap
+// host call; set before each such launch, as kernels share one signature).
+template <class Kernel, class... Args>
+void launch(Kernel kernel, int n, int threads, size_t smem, cudaStream_t stream, const Args&... args) {
+  if (smem > 48 * 1024) CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<n, threads, smem, stream>>>(args...);
+  CUDA_CHECK_LAUNCH();
+}
+
+void check_chunk(const char* what, int C) {
+  if (C < 2 || C > kMaxMetricsChunk)
+    throw std::invalid_argument(std::string(what) + ": chunk " + std::to_string(C) + " outside 2.." +
+                                std::to_string(kMaxMetricsChunk));
+}
+
+template <bool kChannel>
+void launch_gold(const GoldOnDevice& a, cudaStream_t stream) {
+  const int C = a.chunk, threads = blocks::block_threads(C);
+  const size_t smem = blocks::kFlagsBytes + blocks::gold_smem_doubles(C, kChannel) * 8;
+  switch (blocks::tiles_per_thread(C)) {
+    case 1: return launch(gold_kernel<1, kChannel>, a.n, threads, smem, stream, a);
+    case 2: return launch(gold_kernel<2, kChannel>, a.n, threads, smem, stream, a);
+    case 3: return launch(gold_kernel<3, kChannel>, a.n, threads, smem, stream, a);
+    case 4: return launch(gold_kernel<4, kChannel>, a.n, threads, smem, stream, a);
+    case 5: return launch(gold_kernel<5, kChannel>, a.n, threads, smem, stream, a);
+    default: throw std::logic_error("gold_on_device: more pair tiles per thread than instantiated");
+  }
+}
+
+}  // namespace
+
+void gold_on_device(const GoldOnDevice& a, MetricsStream stream) {
+  check_chunk("gold_on_device", a.chunk);
+  if (a.dim < 0 || (a.gate_width != 1 && a.gate_width != a.dim))
+    throw std::invalid_argument("gold_on_device: gate_width " + std::to_string(a.gate_width) +
+                                " must be 1 or dim " + std::to_string(a.dim));
+  if (a.n <= 0) return;
+  if (!a.keys || !a.g || !a.beta || !a.gold_l || !a.gold_inv)
+    throw std::invalid_argument("gold_on_device: a buffer is missing");
+  if (a.gate_width != 1) launch_gold<true>(a, stream);
+  else launch_gold<false>(a, stream);
+}
+
+void metrics_on_device(const GoldRead& g, const PathOnDevice& p, double* out, MetricsStream stream) {
+  check_chunk("metrics_on_device", g.chunk);
+  if (g.n <= 0) return;
+  if (!g.gold_l || !g.gold_inv || !out || !p.inv || (!p.l_fp16 && !p.l_f64))
+    throw std::invalid_argument("metrics_on_device: a buffer is missing");
+  const int C = g.chunk;
+  launch(metrics_kernel, g.n, blocks::block_threads(C), blocks::kFlagsBytes + blocks::metrics_smem_doubles(C) * 8,
+         stream, g, p, out);
+}
+
+void reference_metrics_on_device(const GoldRead& g, double* out, MetricsStream stream) {
+  check_chunk("reference_metrics_on_device", g.chunk);
+  if (g.n <= 0) return;
+  if (!g.gold_l || !g.gold_inv || !out) throw std::invalid_argument("reference_metrics_on_device: a buffer is missing");
+  const int C = g.chunk;
+  launch(reference_kernel, g.n, blocks::block_threads(C), blocks::kFlagsBytes + blocks::reference_smem_doubles(C) * 8,
+         stream, g, out);
+}
+
+}  // namespace chunkinv::gpu

@@ -1,0 +1,559 @@
+// The gold and the metrics on the GPU (metrics/device_metrics.hpp) against
+// compute_gold, evaluate() and evaluate_reference(), bit for bit (every NaN
+// equals every NaN: payloads are not portable).
+//
+// The same per-block programs also run on the CPU here (HostBlock: the
+// threads of a block one after another, a phase at a time), so that their
+// layout and indexing are checked without a GPU; the GPU tests run the
+// kernels on the same inputs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/fp.hpp"
+#include "gpu/gpu_test_common.hpp"
+#include "gpu/pack.hpp"
+#include "inputs/family.hpp"
+#include "methods/method.hpp"
+#include "metrics/device_metrics.hpp"
+#include "metrics/device_metrics_blocks.hpp"
+#include "metrics/metrics.hpp"
+#include "paths/gold/gold.hpp"
+
+#ifdef CHUNKINV_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+using namespace chunkinv;
+using gputest::TestRng;
+
+namespace {
+
+// ---- The programs on the CPU ----------------------------------------------
+
+struct HostBlock {
+  int threads;
+
+  template <class F>
+  void each(F&& f) const {
+    for (int t = 0; t < threads; ++t) f(t);
+  }
+  template <class V>
+  struct Many {
+    std::vector<V> v;
+    V& operator[](int t) { return v[size_t(t)]; }
+  };
+  template <class V>
+  Many<V> local() const {
+    return {std::vector<V>(size_t(threads))};
+  }
+  void set(int* p) const { *p = 1; }
+  void add(int* p, int v) const { *p += v; }
+  void max(unsigned long long* p, unsigned long long v) const {
+    if (v > *p) *p = v;
+  }
+};
+
+template <bool kChannel>
+void gold_on_host_as(const gpu::GoldOnDevice& a) {
+  using namespace gpu::blocks;
+  const int C = a.chunk;
+  std::vector<double> sm(gold_smem_doubles(C, kChannel), -7.0);  // junk: nothing may read it unwritten
+  BlockFlags fl{};
+  const HostBlock blk{block_threads(C)};
+  for (long s = 0; s < a.n; ++s) {
+    switch (tiles_per_thread(C)) {
+      case 1: gold_program<1, kChannel>(blk, a, s, sm.data(), &fl); break;
+      case 2: gold_program<2, kChannel>(blk, a, s, sm.data(), &fl); break;
+      case 3: gold_program<3, kChannel>(blk, a, s, sm.data(), &fl); break;
+      case 4: gold_program<4, kChannel>(blk, a, s, sm.data(), &fl); break;
+      case 5: gold_program<5, kChannel>(blk, a, s, sm.data(), &fl); break;
+      default: FAIL() << "tiles per thread " << tiles_per_thread(C);
+    }
+  }
+}
+
+void gold_on_host(const gpu::GoldOnDevice& a) {
+  if (a.gate_width != 1) gold_on_host_as<true>(a);
+  else gold_on_host_as<false>(a);
+}
+
+void metrics_on_host(const gpu::GoldRead& g, const gpu::PathOnDevice& p, double* out) {
+  using namespace gpu::blocks;
+  std::vector<double> sm(metrics_smem_doubles(g.chunk), -7.0);
+  BlockFlags fl{};
+  for (long s = 0; s < g.n; ++s) metrics_program(HostBlock{block_threads(g.chunk)}, g, p, out, s, sm.data(), &fl);
+}
+
+void reference_on_host(const gpu::GoldRead& g, double* out) {
+  using namespace gpu::blocks;
+  std::vector<double> sm(reference_smem_doubles(g.chunk), -7.0);
+  BlockFlags fl{};
+  for (long s = 0; s < g.n; ++s) reference_program(HostBlock{block_threads(g.chunk)}, g, out, s, sm.data(), &fl);
+}
+
+// ---- Inputs ----------------------------------------------------------------
+
+bool same_bits(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  uint64_t u, v;
+  std::memcpy(&u, &a, 8);
+  std::memcpy(&v, &b, 8);
+  return u == v;
+}
+
+// n samples of one shape, packed as gold_on_device reads them.
+struct Batch {
+  int C = 0, d = 0, w = 1;
+  std::vector<Sample> samples;
+  std::vector<uint16_t> keys;
+  std::vector<double> g, beta;
+  std::string what;
+
+  void pack() {
+    keys.clear();
+    g.clear();
+    beta.clear();
+    for (const Sample& s : samples) {
+      for (double k : s.keys) keys.push_back(gpu::exact_bf16_bits(k));
+      g.insert(g.end(), s.g.begin(), s.g.end());
+      beta.insert(beta.end(), s.beta.begin(), s.beta.end());
+    }
+  }
+  int n() const { return int(samples.size()); }
+};
+
+Batch family_batch(const std::string& family, bool channel, int C, int d, int n, uint64_t seed,
+                   const nlohmann::json& params = nlohmann::json::object()) {
+  Configuration c;
+  c.family = family;
+  c.chunk = C;
+  c.dim = d;
+  for (const FamilyParam& p : find_family(family).params())
+    if (!p.default_value.is_null()) c.params[p.name] = p.default_value;
+  for (auto it = params.begin(); it != params.end(); ++it) c.params[it.key()] = it.value();
+  if (channel) c.params["gating"] = "channel";
+  find_family(family).complete(c);
+  find_family(family).validate(c);
+  Batch b;
+  b.C = C;
+  b.d = d;
+  b.samples = gputest::make_samples(c, n, seed);
+  b.w = b.samples[0].gate_width();
+  b.what = family + (channel ? " gating=channel" : "") + " " + params.dump() + " C=" + std::to_string(C) +
+           " d=" + std::to_string(d);
+  b.pack();
+  return b;
+}
+
+// Hand-made samples at the edges: huge and tiny BF16 keys, gates of 0,
+// -1e-300, -800 (subnormal and zero decays), -inf and NaN (NaN in L),
+// beta outside (0, 1).
+Batch extreme_batch(bool channel, int C, int d, int n, uint64_t seed) {
+  TestRng rng(seed);
+  Batch b;
+  b.C = C;
+  b.d = d;
+  for (int i = 0; i < n; ++i) {
+    Sample s;
+    s.chunk = C;
+    s.dim = d;
+    s.gating = channel ? Gating::kChannel : Gating::kToken;
+    const double kscale = std::pow(10.0, rng.uniform(-38.0, 37.0) * (i % 3 == 0));
+    for (int e = 0; e < C * d; ++e) s.keys.push_back(bf16(rng.normal() * kscale));
+    const int gw = s.gate_width();
+    for (int e = 0; e < C * gw; ++e) {
+      const int k = rng.integer(20);
+      double v = -rng.uniform(0.0, 3.0);
+      if (k == 0) v = 0.0;
+      else if (k == 1) v = -1e-300;
+      else if (k == 2) v = -800.0;
+      else if (k == 3) v = -rng.uniform(0.0, 745.0);
+      else if (k == 4 && i % 4 == 3) v = -INFINITY;
+      else if (k == 5 && i % 8 == 7) v = NAN;
+      s.g.push_back(v);
+    }
+    for (int t = 0; t < C; ++t) s.beta.push_back(i % 5 == 4 ? rng.normal() * 1e3 : rng.uniform());
+    b.samples.push_back(std::move(s));
+  }
+  b.w = b.samples[0].gate_width();
+  b.what = std::string("extreme") + (channel ? " gating=channel" : "") + " C=" + std::to_string(C) +
+           " d=" + std::to_string(d);
+  b.pack();
+  return b;
+}
+
+std::vector<Batch> gold_batches(int n) {
+  std::vector<Batch> v;
+  uint64_t seed = 101;
+  for (int C : {2, 5, 16, 33, 64})
+    for (int d : {1, 7, 128}) {
+      for (bool channel : {false, true}) {
+        v.push_back(family_batch("model_like", channel, C, d, n, seed++));
+        v.push_back(family_batch("floor", channel, C, d, n, seed++, {{"decay_floor", -40.0}}));
+        v.push_back(extreme_batch(channel, C, d, n, seed++));
+      }
+      v.push_back(family_batch("weak_decay_correlated", false, C, d, n, seed++));
+    }
+  return v;
+}
+
+std::vector<GoldOutput> cpu_gold(const Batch& b) {
+  std::vector<GoldOutput> v;
+  for (const Sample& s : b.samples) v.push_back(compute_gold(s));
+  return v;
+}
+
+// Compares the gold's outputs with compute_gold's; returns the entries that differ.
+long gold_differing(const Batch& b, const std::vector<GoldOutput>& gold, const std::vector<double>& l,
+                    const std::vector<double>& inv, const std::vector<uint16_t>& l16) {
+  long differing = 0;
+  const size_t csq = size_t(b.C) * b.C;
+  for (int s = 0; s < b.n(); ++s)
+    for (int r = 0; r < b.C; ++r)
+      for (int c = 0; c < b.C; ++c) {
+        const size_t e = s * csq + size_t(r) * b.C + c;
+        differing += !same_bits(l[e], gold[s].L(r, c));
+        differing += !same_bits(inv[e], gold[s].inv(r, c));
+        differing += l16[e] != gpu::fp16_bits_rn(gold[s].L(r, c));  // as the kernel path packs its gold_l
+      }
+  return differing;
+}
+
+// A path's outputs for the metrics, as the kernel path holds them: BF16
+// decays, FP16 L and inverses, highest_power and power_max per run. Made
+// from the gold, with noise, and per sample kind (s % 8) with one special
+// entry: inf in L, NaN or an FP16 overflow in INV, inf in the gold-L run's
+// INV with an FP16 subnormal in L, nonzero junk above L's diagonal.
+struct PathArrays {
+  int decays = 0;
+  std::vector<uint16_t> decay, inv_decay, l, inv, gold_l_inv;
+  std::vector<int> hp, gold_hp;
+  std::vector<float> pmax, gold_pmax;
+};
+
+PathArrays path_arrays(const Batch& b, const std::vector<GoldOutput>& gold, uint64_t seed) {
+  TestRng rng(seed);
+  PathArrays p;
+  const int C = b.C;
+  const size_t csq = size_t(C) * C;
+  p.decays = C * b.w;
+  auto bf = [&](double v) {
+    const int k = rng.integer(30);
+    if (k == 0) v = 0.0;
+    if (k == 1) v = -0.0;
+    if (k == 2) v = INFINITY;
+    if (k == 3) v = NAN;
+    if (k == 4) v = 1e39;  // overflows BF16
+    const double r = bf16(v);
+    return std::isnan(r) ? uint16_t(0x7FC0) : bf16_bits(r);
+  };
+  for (int s = 0; s < b.n(); ++s) {
+    for (int e = 0; e < p.decays; ++e) {
+      p.decay.push_back(bf(std::exp(-rng.uniform(0.0, 100.0))));
+      p.inv_decay.push_back(bf(std::exp(rng.uniform(0.0, 100.0))));
+    }
+    const int kind = s % 8;
+    const double rel = kind == 0 ? 0.0 : kind == 7 ? 0.1 : 1e-3;
+    auto noisy = [&](double v) { return gpu::fp16_bits_rn(v * (1.0 + rel * rng.normal())); };
+    for (int r = 0; r < C; ++r)
+      for (int c = 0; c < C; ++c) {
+        p.l.push_back(c < r ? noisy(gold[s].L(r, c)) : 0);
+        p.inv.push_back(noisy(gold[s].inv(r, c)));
+        p.gold_l_inv.push_back(noisy(gold[s].inv(r, c)));
+      }
+    const size_t at = s * csq, any = at + size_t(rng.integer(int(csq)));
+    const size_t lower = C > 1 ? at + size_t(1 + rng.integer(C - 1)) * C : at;  // row >= 1, column 0
+    if (kind == 2) p.l[lower] = 0x7C00;                                      // inf
+    if (kind == 3) p.inv[any] = 0x7E00;                                      // NaN
+    if (kind == 4) p.inv[any] = gpu::fp16_bits_rn(-70000.0);                 // overflow: -inf
+    if (kind == 5) p.gold_l_inv[any] = 0xFC00, p.l[lower] = 0x0011;          // -inf; a subnormal
+    if (kind == 6) p.l[at + C - 1] = gpu::fp16_bits_rn(0.25);               // above the diagonal
+    p.hp.push_back(1 << rng.integer(7));
+    p.gold_hp.push_back(1 << rng.integer(7));
+    const float pm[] = {0.5f, 65504.0f, INFINITY, NAN, 3.0e-8f};
+    p.pmax.push_back(pm[rng.integer(5)]);
+    p.gold_pmax.push_back(pm[rng.integer(5)]);
+  }
+  return p;
+}
+
+// The PathOutput the kernel path's run_batch unpacks from these arrays.
+PathOutput path_output(const PathArrays& p, int C, int s, bool gold_path, const GoldOutput& gold, bool gold_run) {
+  const size_t csq = size_t(C) * C;
+  PathOutput o;
+  if (gold_path) {
+    o.l.L = gold.L;  // the gold path's LForm: no decays, the gold L
+  } else {
+    gpu::unpack_bf16_vector(o.l.decay, p.decay.data() + size_t(s) * p.decays, p.decays);
+    gpu::unpack_bf16_vector(o.l.inv_decay, p.inv_decay.data() + size_t(s) * p.decays, p.decays);
+    gpu::unpack_fp16_matrix(o.l.L, p.l.data() + s * csq, C);
+  }
+  gpu::unpack_fp16_matrix(o.on_path_l.inv, p.inv.data() + s * csq, C);
+  o.on_path_l.diagnostics = {double(p.hp[s]), double(p.pmax[s])};
+  if (gold_run) {
+    gpu::unpack_fp16_matrix(o.on_gold_l.inv, p.gold_l_inv.data() + s * csq, C);
+    o.on_gold_l.diagnostics = {double(p.gold_hp[s]), double(p.gold_pmax[s])};
+  }
+  return o;
+}
+
+std::vector<double> flat(const std::vector<GoldOutput>& gold, bool inv) {
+  std::vector<double> v;
+  for (const GoldOutput& g : gold) {
+    const Mat& m = inv ? g.inv : g.L;
+    v.insert(v.end(), m.data(), m.data() + m.size());
+  }
+  return v;
+}
+
+// The three variants of a path entry: a kernel-like path, the same without
+// a run on the gold L, and the gold path's own (FP64 L, no decays).
+enum class Variant { kPath, kNoGoldRun, kGoldPath };
+constexpr Variant kVariants[] = {Variant::kPath, Variant::kNoGoldRun, Variant::kGoldPath};
+
+gpu::PathOnDevice path_view(const PathArrays& p, Variant v, const double* gold_l) {
+  gpu::PathOnDevice d;
+  d.inv = p.inv.data();
+  d.highest_power = p.hp.data();
+  d.power_max = p.pmax.data();
+  if (v == Variant::kGoldPath) {
+    d.l_f64 = gold_l;
+  } else {
+    d.decays = p.decays;
+    d.decay = p.decay.data();
+    d.inv_decay = p.inv_decay.data();
+    d.l_fp16 = p.l.data();
+  }
+  if (v != Variant::kNoGoldRun) {
+    d.gold_l_inv = p.gold_l_inv.data();
+    d.gold_l_highest_power = p.gold_hp.data();
+    d.gold_l_power_max = p.gold_pmax.data();
+  }
+  return d;
+}
+
+std::vector<double> cpu_metrics(const PathArrays& p, const std::vector<GoldOutput>& gold, int C, Variant v) {
+  const MethodSpec& neumann = find_method("neumann");
+  const size_t M = method_metrics(neumann).size();
+  std::vector<double> out(gold.size() * M);
+  for (size_t s = 0; s < gold.size(); ++s)
+    evaluate(neumann, gold[s], path_output(p, C, int(s), v == Variant::kGoldPath, gold[s], v != Variant::kNoGoldRun),
+             out.data() + s * M);
+  return out;
+}
+
+std::vector<double> cpu_reference(const std::vector<GoldOutput>& gold) {
+  std::vector<double> out(gold.size() * gpu::kReferenceMetricCount);
+  for (size_t s = 0; s < gold.size(); ++s) evaluate_reference(gold[s], out.data() + s * gpu::kReferenceMetricCount);
+  return out;
+}
+
+long values_differing(const std::vector<double>& a, const std::vector<double>& b, const std::string& what, int M) {
+  long n = 0;
+  for (size_t e = 0; e < a.size(); ++e)
+    if (!same_bits(a[e], b[e])) {
+      if (++n <= 5)
+        ADD_FAILURE() << what << ": sample " << e / M << " metric " << e % M << ": " << a[e] << " vs CPU " << b[e];
+    }
+  return n;
+}
+
+std::vector<Batch> metric_batches(int n) {
+  std::vector<Batch> v;
+  uint64_t seed = 501;
+  for (int C : {2, 5, 7, 16, 33, 64}) {
+    v.push_back(family_batch("model_like", false, C, 128, n, seed++));
+    v.push_back(family_batch("model_like", true, C, 7, n, seed++));
+    v.push_back(extreme_batch(false, C, 16, n, seed++));
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST(DeviceMetrics, MetricSetsHaveTheCountsTheDeviceWrites) {
+  EXPECT_EQ(method_metrics(find_method("neumann")).size(), size_t(gpu::kNeumannMetricCount));
+  EXPECT_EQ(reference_metrics().size(), size_t(gpu::kReferenceMetricCount));
+}
+
+// ---- The block programs on the CPU -----------------------------------------
+
+TEST(DeviceMetrics, GoldProgramOnTheCpuIsComputeGoldBitForBit) {
+  long differing = 0, entries = 0;
+  for (const Batch& b : gold_batches(3)) {
+    const std::vector<GoldOutput> gold = cpu_gold(b);
+    const size_t csq = size_t(b.C) * b.C;
+    std::vector<double> l(b.n() * csq, -1.0), inv(b.n() * csq, -1.0);
+    std::vector<uint16_t> l16(b.n() * csq);
+    gpu::GoldOnDevice a{b.n(), b.C, b.d, b.w, b.keys.data(), b.g.data(), b.beta.data(), l.data(), inv.data(), l16.data()};
+    gold_on_host(a);
+    const long d = gold_differing(b, gold, l, inv, l16);
+    if (d) ADD_FAILURE() << b.what << ": " << d << " entries differ";
+    differing += d;
+    entries += 3 * long(l.size());
+  }
+  std::printf("gold program on the CPU: %ld of %ld entries differ from compute_gold\n", differing, entries);
+  EXPECT_EQ(differing, 0);
+}
+
+TEST(DeviceMetrics, MetricProgramsOnTheCpuAreEvaluateBitForBit) {
+  long differing = 0, values = 0, method_only_finite = 0;
+  for (const Batch& b : metric_batches(16)) {
+    const std::vector<GoldOutput> gold = cpu_gold(b);
+    const std::vector<double> gl = flat(gold, false), gi = flat(gold, true);
+    const gpu::GoldRead g{b.n(), b.C, gl.data(), gi.data()};
+    const PathArrays p = path_arrays(b, gold, 77 + b.C);
+    for (Variant v : kVariants) {
+      std::vector<double> out(size_t(b.n()) * gpu::kNeumannMetricCount, -1.0);
+      metrics_on_host(g, path_view(p, v, gl.data()), out.data());
+      differing += values_differing(out, cpu_metrics(p, gold, b.C, v), b.what, gpu::kNeumannMetricCount);
+      values += long(out.size());
+      for (size_t e = 6; e < out.size(); e += gpu::kNeumannMetricCount) method_only_finite += std::isfinite(out[e]);
+    }
+    std::vector<double> ref(size_t(b.n()) * gpu::kReferenceMetricCount, -1.0);
+    reference_on_host(g, ref.data());
+    differing += values_differing(ref, cpu_reference(gold), b.what + " (reference)", gpu::kReferenceMetricCount);
+    values += long(ref.size());
+  }
+  std::printf("metric programs on the CPU: %ld of %ld values differ from evaluate() (%ld finite inv_method_only_rel_rmse)\n",
+              differing, values, method_only_finite);
+  EXPECT_GT(method_only_finite, values / gpu::kNeumannMetricCount / 3);
+  EXPECT_EQ(differing, 0);
+}
+
+// ---- The same on the GPU ---------------------------------------------------
+
+#ifdef CHUNKINV_HAVE_CUDA
+namespace {
+
+template <class T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(const std::vector<T>& host) : n_(host.size()) {
+    EXPECT_EQ(cudaMalloc(&p_, std::max<size_t>(n_, 1) * sizeof(T)), cudaSuccess);
+    if (n_) {
+      EXPECT_EQ(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+  }
+  explicit DeviceArray(size_t n) : n_(n) {
+    EXPECT_EQ(cudaMalloc(&p_, std::max<size_t>(n_, 1) * sizeof(T)), cudaSuccess);
+  }
+  ~DeviceArray() { cudaFree(p_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return p_; }
+  std::vector<T> host() const {
+    std::vector<T> v(n_);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (n_) {
+      EXPECT_EQ(cudaMemcpy(v.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    return v;
+  }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_;
+};
+
+struct DevicePath {
+  DeviceArray<uint16_t> decay, inv_decay, l, inv, gold_l_inv;
+  DeviceArray<int> hp, gold_hp;
+  DeviceArray<float> pmax, gold_pmax;
+  explicit DevicePath(const PathArrays& p)
+      : decay(p.decay), inv_decay(p.inv_decay), l(p.l), inv(p.inv), gold_l_inv(p.gold_l_inv), hp(p.hp),
+        gold_hp(p.gold_hp), pmax(p.pmax), gold_pmax(p.gold_pmax) {}
+  gpu::PathOnDevice view(const PathArrays& p, Variant v, const double* gold_l) const {
+    gpu::PathOnDevice d = path_view(p, v, gold_l);
+    d.inv = inv.get();
+    d.highest_power = hp.get();
+    d.power_max = pmax.get();
+    if (d.decay) {
+      d.decay = decay.get();
+      d.inv_decay = inv_decay.get();
+    }
+    if (d.l_fp16) d.l_fp16 = l.get();
+    if (d.gold_l_inv) {
+      d.gold_l_inv = gold_l_inv.get();
+      d.gold_l_highest_power = gold_hp.get();
+      d.gold_l_power_max = gold_pmax.get();
+    }
+    return d;
+  }
+};
+
+}  // namespace
+#endif
+
+TEST(DeviceMetrics, GoldOnDeviceIsComputeGoldBitForBit) {
+  CHUNKINV_REQUIRE_GPU();
+#ifdef CHUNKINV_HAVE_CUDA
+  long differing = 0, entries = 0;
+  for (const Batch& b : gold_batches(16)) {
+    const std::vector<GoldOutput> gold = cpu_gold(b);
+    const size_t csq = size_t(b.C) * b.C, n = size_t(b.n());
+    DeviceArray<uint16_t> keys(b.keys), l16(n * csq);
+    DeviceArray<double> g(b.g), beta(b.beta), l(n * csq), inv(n * csq);
+    gpu::gold_on_device({b.n(), b.C, b.d, b.w, keys.get(), g.get(), beta.get(), l.get(), inv.get(), l16.get()},
+                        nullptr);
+    const long d = gold_differing(b, gold, l.host(), inv.host(), l16.host());
+    if (d) ADD_FAILURE() << b.what << ": " << d << " entries differ";
+    differing += d;
+    entries += 3 * long(n * csq);
+  }
+  std::printf("gold on the GPU: %ld of %ld entries differ from compute_gold\n", differing, entries);
+  EXPECT_EQ(differing, 0);
+#endif
+}
+
+TEST(DeviceMetrics, MetricsOnDeviceAreEvaluateBitForBit) {
+  CHUNKINV_REQUIRE_GPU();
+#ifdef CHUNKINV_HAVE_CUDA
+  long differing = 0, values = 0;
+  for (const Batch& b : metric_batches(64)) {
+    const std::vector<GoldOutput> gold = cpu_gold(b);
+    const size_t n = size_t(b.n());
+    // The gold as gold_on_device makes it (its bits are checked above), and as the CPU uploads it.
+    DeviceArray<uint16_t> keys(b.keys);
+    DeviceArray<double> gg(b.g), beta(b.beta), gl(flat(gold, false).size()), gi(flat(gold, true).size());
+    gpu::gold_on_device({b.n(), b.C, b.d, b.w, keys.get(), gg.get(), beta.get(), gl.get(), gi.get(), nullptr}, nullptr);
+    const gpu::GoldRead g{b.n(), b.C, gl.get(), gi.get()};
+    const PathArrays p = path_arrays(b, gold, 77 + b.C);
+    const DevicePath dp(p);
+    for (Variant v : kVariants) {
+      DeviceArray<double> out(n * gpu::kNeumannMetricCount);
+      gpu::metrics_on_device(g, dp.view(p, v, gl.get()), out.get(), nullptr);
+      differing += values_differing(out.host(), cpu_metrics(p, gold, b.C, v), b.what, gpu::kNeumannMetricCount);
+      values += long(n * gpu::kNeumannMetricCount);
+    }
+    DeviceArray<double> ref(n * gpu::kReferenceMetricCount);
+    gpu::reference_metrics_on_device(g, ref.get(), nullptr);
+    differing += values_differing(ref.host(), cpu_reference(gold), b.what + " (reference)", gpu::kReferenceMetricCount);
+    values += long(n * gpu::kReferenceMetricCount);
+  }
+  std::printf("metrics on the GPU: %ld of %ld values differ from evaluate()/evaluate_reference()\n", differing, values);
+  EXPECT_EQ(differing, 0);
+#endif
+}
+
+TEST(DeviceMetrics, RejectsChunksBeyondTheShapesItHandles) {
+  CHUNKINV_REQUIRE_GPU();
+#ifdef CHUNKINV_HAVE_CUDA
+  gpu::GoldRead g{1, 65, nullptr, nullptr};
+  EXPECT_THROW(gpu::reference_metrics_on_device(g, nullptr, nullptr), std::invalid_argument);
+  gpu::GoldOnDevice a;
+  a.n = 1;
+  a.chunk = 16;
+  a.dim = 8;
+  a.gate_width = 3;
+  EXPECT_THROW(gpu::gold_on_device(a, nullptr), std::invalid_argument);
+#endif
+}

@@ -1,0 +1,231 @@
+// The plain loops of metrics/fp64_order.hpp against the Eigen operations they
+// stand for (methods/exact.cpp's unit_lower_inverse, metrics.cpp's residual
+// product and rel_rmse), bit for bit: the GPU runs these loops, so this is
+// what makes its gold and metrics the CPU's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "core/fp.hpp"
+#include "methods/method.hpp"
+#include "metrics/fp64_order.hpp"
+#include "metrics/metrics.hpp"
+#include "model/outputs.hpp"
+
+using namespace chunkinv;
+
+namespace {
+
+// splitmix64: deterministic test inputs.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed) {}
+  uint64_t next() {
+    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return double(next() >> 11) * 0x1p-53; }
+  double normal() {
+    const double u1 = 1.0 - uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+  int integer(int n) { return int(next() % uint64_t(n)); }
+
+ private:
+  uint64_t s_;
+};
+
+// Same bits, except that every NaN equals every NaN (payloads are not
+// portable: x86 and the GPU make different default NaNs).
+bool same_bits(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  uint64_t u, v;
+  std::memcpy(&u, &a, 8);
+  std::memcpy(&v, &b, 8);
+  return u == v;
+}
+
+int count_differing(const Mat& a, const Mat& b) {
+  int n = 0;
+  for (Eigen::Index e = 0; e < a.size(); ++e) n += !same_bits(a.data()[e], b.data()[e]);
+  return n;
+}
+
+// Entry kinds of an extreme matrix: ordinary, tiny, huge, zeros of both
+// signs, subnormal, inf, NaN.
+double extreme_value(Rng& rng) {
+  switch (rng.integer(12)) {
+    case 0: return 0.0;
+    case 1: return -0.0;
+    case 2: return rng.normal() * 1e300;
+    case 3: return rng.normal() * 1e-300;
+    case 4: return rng.normal() * 0x1p-1060;  // subnormal
+    case 5: return rng.integer(2) ? INFINITY : -INFINITY;
+    case 6: return NAN;
+    case 7: return rng.normal() * 65504.0;
+    default: return rng.normal();
+  }
+}
+
+// Strictly lower C x C: normal entries times 10^scale, or extreme entries.
+Mat strict_lower(int C, Rng& rng, int kind) {
+  Mat l = Mat::Zero(C, C);
+  const double scale = std::pow(10.0, rng.integer(9) - 4);
+  for (int i = 0; i < C; ++i)
+    for (int j = 0; j < i; ++j) {
+      if (kind == 0) l(i, j) = rng.normal() * scale;
+      else if (kind == 1) l(i, j) = (rng.integer(8) == 0) ? extreme_value(rng) : rng.normal() * scale;
+      else l(i, j) = fp16(rng.normal() * scale);  // FP16 values, as a path's L
+    }
+  return l;
+}
+
+Mat plain_inverse(const Mat& l, bool skip) {
+  const int C = int(l.rows());
+  Mat x(C, C);
+  for (int c = 0; c < C; ++c) {
+    const int first = skip ? (c & ~31) : 0;
+    fp64::unit_lower_solve_column(
+        C, c, first, [&](int i, int j) { return l(i, j); }, [&](int i) -> double& { return x(i, c); });
+  }
+  return x;
+}
+
+Mat plain_product(const Mat& l, const Mat& b, bool skip) {
+  const int C = int(l.rows());
+  Mat p(C, C);
+  for (int i = 0; i < C; ++i)
+    for (int j = 0; j < C; ++j)
+      p(i, j) = fp64::unit_plus_times(
+          C, i, j, skip ? i + 1 : C, [&](int r, int k) { return l(r, k); }, [&](int k, int c) { return b(k, c); });
+  return p;
+}
+
+Mat eigen_product(const Mat& l, const Mat& b) {
+  const Eigen::Index c = l.rows();
+  const Mat i = Mat::Identity(c, c);
+  return (i + l) * b;  // as metrics.cpp's residual()
+}
+
+constexpr int kPerSize = 50;  // matrices per chunk size and kind: 63 x 50 x 3 = 9,450 each
+
+}  // namespace
+
+TEST(GoldOrder, UnitLowerSolveIsEigensBitForBit) {
+  Rng rng(11);
+  int differing = 0, matrices = 0;
+  for (int C = 2; C <= 64; ++C)
+    for (int t = 0; t < kPerSize; ++t)
+      for (int kind = 0; kind < 3; ++kind) {
+        const Mat l = strict_lower(C, rng, kind);
+        const int d = count_differing(plain_inverse(l, false), unit_lower_inverse(l));
+        differing += d != 0;
+        ++matrices;
+        if (d) ADD_FAILURE() << "C=" << C << " kind " << kind << ": " << d << " entries differ";
+      }
+  std::printf("unit-lower solve: %d of %d matrices differ from Eigen\n", differing, matrices);
+  EXPECT_EQ(differing, 0);
+}
+
+TEST(GoldOrder, SkippingTheZeroHeadOfAColumnIsExactOnFiniteMatrices) {
+  // first = c & ~31 (the GPU's: one warp's first column) and first = c.
+  Rng rng(12);
+  int differing = 0;
+  for (int C = 2; C <= 64; ++C)
+    for (int t = 0; t < kPerSize; ++t) {
+      const Mat l = strict_lower(C, rng, t % 2 == 0 ? 0 : 2);
+      const Mat ref = unit_lower_inverse(l);
+      differing += count_differing(plain_inverse(l, true), ref) != 0;
+      Mat x(C, C);
+      for (int c = 0; c < C; ++c)
+        fp64::unit_lower_solve_column(
+            C, c, c, [&](int i, int j) { return l(i, j); }, [&](int i) -> double& { return x(i, c); });
+      differing += count_differing(x, ref) != 0;
+    }
+  EXPECT_EQ(differing, 0);
+}
+
+TEST(GoldOrder, ResidualProductIsEigensBitForBit) {
+  Rng rng(13);
+  int differing = 0, matrices = 0;
+  for (int C = 2; C <= 64; ++C)
+    for (int t = 0; t < kPerSize; ++t)
+      for (int kind = 0; kind < 3; ++kind) {
+        const Mat l = strict_lower(C, rng, kind);
+        Mat b(C, C);
+        for (int i = 0; i < C; ++i)
+          for (int j = 0; j < C; ++j)
+            b(i, j) = (kind == 1 && rng.integer(10) == 0) ? extreme_value(rng) : (j > i && t % 2 ? 0.0 : rng.normal());
+        const int d = count_differing(plain_product(l, b, false), eigen_product(l, b));
+        differing += d != 0;
+        ++matrices;
+        if (d) ADD_FAILURE() << "C=" << C << " kind " << kind << ": " << d << " entries differ";
+      }
+  std::printf("(I + L) * B: %d of %d matrices differ from Eigen\n", differing, matrices);
+  EXPECT_EQ(differing, 0);
+}
+
+TEST(GoldOrder, ResidualProductSkipsZeroTermsUpToTheSignOfZero) {
+  Rng rng(14);
+  int differing = 0;
+  for (int C = 2; C <= 64; ++C)
+    for (int t = 0; t < kPerSize; ++t) {
+      const Mat l = strict_lower(C, rng, t % 3);  // inf and NaN in L too: they are never skipped
+      Mat b(C, C);
+      for (int i = 0; i < C; ++i)
+        for (int j = 0; j < C; ++j) b(i, j) = (j > i && t % 2) ? 0.0 : fp16(rng.normal());
+      const Mat p = plain_product(l, b, true), q = eigen_product(l, b);
+      for (Eigen::Index e = 0; e < p.size(); ++e) {
+        const double u = p.data()[e], v = q.data()[e];
+        differing += !(u == v || (std::isnan(u) && std::isnan(v)));
+      }
+    }
+  EXPECT_EQ(differing, 0);
+}
+
+TEST(GoldOrder, RelRmseAndResidualAreTheMetricsBitForBit) {
+  Rng rng(15);
+  int differing = 0;
+  for (int C = 2; C <= 64; ++C)
+    for (int t = 0; t < 20; ++t) {
+      GoldOutput gold;
+      gold.L = strict_lower(C, rng, t % 4 == 3 ? 1 : 0);
+      gold.inv = unit_lower_inverse(gold.L);
+      Mat a = gold.inv.unaryExpr([](double v) { return fp16(v); });
+      if (t % 5 == 4) a(rng.integer(C), rng.integer(C)) = INFINITY;
+      fp64::RelRmse r;
+      for (Eigen::Index e = 0; e < a.size(); ++e) r.add(a.data()[e], gold.inv.data()[e]);
+      differing += !same_bits(r.value(int(a.size())), rel_rmse(a, gold.inv));
+      // evaluate_reference's residual: the plain product with skipped zeros, then rel_rmse against I.
+      double ref[4];
+      evaluate_reference(gold, ref);
+      bool inv_finite = all_finite(gold.inv);
+      double residual = INFINITY;
+      if (inv_finite) {
+        const Mat p = plain_product(gold.L, gold.inv, true);
+        fp64::RelRmse q;
+        for (int i = 0; i < C; ++i)
+          for (int j = 0; j < C; ++j) q.add(p(i, j), i == j ? 1.0 : 0.0);
+        residual = q.value(C * C);
+      }
+      differing += !same_bits(residual, ref[2]);
+    }
+  EXPECT_EQ(differing, 0);
+}
+
+TEST(GoldOrder, BitPatternValuesAreExact) {
+  for (int b = 0; b < 65536; ++b) {
+    const uint16_t u = uint16_t(b);
+    ASSERT_TRUE(same_bits(fp64::fp16_value(u), fp16_from_bits(u))) << b;
+    ASSERT_TRUE(same_bits(fp64::bf16_value(u), bf16_from_bits(u))) << b;
+  }
+  EXPECT_EQ(fp64::min0(-0.0), 0.0);
+  EXPECT_TRUE(std::signbit(fp64::min0(-0.0)));
+  EXPECT_TRUE(std::isnan(fp64::min0(NAN)));
+  EXPECT_EQ(fp64::min0(3.0), 0.0);
+  EXPECT_EQ(fp64::min0(-3.0), -3.0);
+}
