@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -39,6 +40,24 @@ void ExactSum::add(double x) {
     limb_[at + 1] += p1;
     limb_[at + 2] += p2;
   }
+  if (++adds_ == kAddsBeforeCarry) carry();
+}
+
+void ExactSum::add_units(uint64_t hi, uint64_t lo, int shift, bool negative) {
+  if (shift < 0 || shift > 2047) throw std::invalid_argument("ExactSum::add_units: shift outside [0, 2047]");
+  // The 128-bit integer shifted by shift % 32 spans five 32-bit pieces,
+  // each below 2^32 like the three of add(double): one add's worth.
+  const int at = shift / 32, s = shift % 32;
+  int64_t piece[5];
+  for (int i = 0; i < 5; ++i) {
+    const int b = 32 * i - s;  // bit of hi:lo at the piece's bit 0
+    uint64_t v = 0;
+    if (b < 0) v = lo << -b;
+    else if (b < 64) v = (lo >> b) | (b > 0 ? hi << (64 - b) : 0);
+    else if (b < 128) v = hi >> (b - 64);
+    piece[i] = static_cast<int64_t>(v & static_cast<uint64_t>(kMask));
+  }
+  for (int i = 0; i < 5; ++i) limb_[at + i] += negative ? -piece[i] : piece[i];  // at + 4 <= 67
   if (++adds_ == kAddsBeforeCarry) carry();
 }
 

@@ -17,6 +17,11 @@ class ExactSum {
   // A finite x (the caller counts non-finite values apart).
   void add(double x);
   void add(const ExactSum& other);
+  // Adds (negative ? -1 : 1) * (hi * 2^64 + lo) * 2^shift units of 2^-1074,
+  // shift in [0, 2047]: a sum of significands of one scale at once (the
+  // finite doubles of biased exponent e are integers below 2^53 times
+  // 2^(max(e - 1, 0) - 1074)), as metrics/device_sketch accumulates them.
+  void add_units(uint64_t hi, uint64_t lo, int shift, bool negative);
   // The sum rounded once to the nearest double (ties to even); +-inf beyond
   // the double range.
   double value() const;
