@@ -21,6 +21,7 @@
 #include "core/progress.hpp"
 #include "core/signals.hpp"
 #include "driver/checkpoint.hpp"
+#include "driver/device_pipeline.hpp"
 #include "driver/runner.hpp"
 #include "driver/spec.hpp"
 #include "report/merge.hpp"
@@ -42,6 +43,7 @@ struct RunArgs {
   std::string output;
   std::string table_format = "md";
   std::string shard, quantiles, until, until_ci;
+  std::string pipeline, devices;
   bool per_sample = false, quiet = false, dry_run = false, resume = false, exact_quantiles = false;
   bool list_families = false, list_methods = false, list_paths = false;
 };
@@ -213,7 +215,14 @@ void run(const RunArgs& a) {
   if (shard && shard->count > samples)
     throw UsageError(fmt::format("--shard {}: {} shards of {} samples; at most {} shards (a shard holds a sample at least)",
                                  a.shard, shard->count, samples, samples));
-  const Quantiles quantiles = choose_quantiles(a, samples, shard.has_value(), until.has_value());
+  const std::string pipeline = a.pipeline.empty() ? "auto" : a.pipeline;
+  if (pipeline != "auto" && pipeline != "host" && pipeline != "device")
+    throw UsageError(fmt::format("--pipeline {}: must be auto, host or device", pipeline));
+  if (pipeline == "host" && !a.devices.empty())
+    throw UsageError("--devices with --pipeline host: the devices are the GPU pipeline's; give one of them");
+  Quantiles quantiles = choose_quantiles(a, samples, shard.has_value(), until.has_value());
+  // The GPU pipeline folds sketches: asked for it, a run takes them unless told otherwise.
+  if (pipeline == "device" && a.quantiles.empty() && !a.exact_quantiles && !a.per_sample) quantiles = Quantiles::kSketch;
   // This process's samples of every configuration: all, or the shard's.
   const auto [first_sample, run_samples] = shard ? shard_span(*shard, samples) : std::pair<uint64_t, uint64_t>{0, samples};
 
@@ -266,7 +275,37 @@ void run(const RunArgs& a) {
   nlohmann::json run_identity = identity;
   run_identity.erase("entries");
   if (shard) identity["shard"] = fmt::format("{}/{}", shard->index, shard->count);
-  const StatsOptions stats{a.per_sample, quantiles, shard || until, until ? &*until : nullptr};
+  StatsOptions stats{a.per_sample, quantiles, shard || until, until ? &*until : nullptr};
+
+  // The GPU pipeline: asked for (every configuration must run on it, or
+  // nothing runs), or by default wherever a group can (docs/design.md).
+  std::unique_ptr<DevicePipeline> device;
+  if (pipeline != "host") {
+    const bool asked = pipeline == "device" || !a.devices.empty();
+    std::vector<int> devices;
+    if (!a.devices.empty()) devices = parse_devices(a.devices);  // a bad list is named even where no group would use it
+    size_t fits = 0;
+    for (const Group& g : plan.groups) {
+      std::string why;
+      if (pipeline == "device" && (quantiles != Quantiles::kSketch || a.per_sample))
+        throw UsageError("--pipeline device: exact quantiles keep every value, which the GPU pipeline does not bring "
+                         "back; give --quantiles sketch (or leave --quantiles out)");
+      if (until && pipeline == "device")
+        throw UsageError("--pipeline device with a stop rule: the rule is checked sample by sample on the host");
+      if (device_pipeline_supports(g, runner.paths(), &why)) {
+        ++fits;
+      } else if (pipeline == "device") {
+        throw UsageError(fmt::format("--pipeline device: {} cannot run on the GPU pipeline: {}", describe(g.config), why));
+      }
+    }
+    if (fits && quantiles == Quantiles::kSketch && !until) {
+      if (devices.empty()) devices = parse_devices("all");
+      device = std::make_unique<DevicePipeline>(runner.paths(), devices);
+      stats.device = device.get();
+    } else if (asked && !fits) {
+      throw UsageError("--devices: no configuration of this run can run on the GPU pipeline");
+    }
+  }
 
   const std::string ckpt_path = checkpointed ? sibling_path(out->target(), ".ckpt") : std::string();
   struct stat st;
@@ -357,6 +396,11 @@ void run(const RunArgs& a) {
                                  ? nlohmann::json{{"mode", "exact"}}
                                  : nlohmann::json{{"mode", "sketch"}, {"relative_error", kSketchRelativeError}};
   if (shard) report.meta["shard"] = shard_meta(*shard, samples, run_identity);
+  if (device) {
+    nlohmann::json on_device = nlohmann::json::array();
+    for (size_t g : result.on_device) on_device.push_back(describe(plan.groups[g].config));
+    report.meta["pipeline"] = {{"devices", device->devices()}, {"on_device", on_device}, {"on_host_why", result.on_host_why}};
+  }
   if (until) {
     nlohmann::json unmet = nlohmann::json::array();
     for (size_t g : result.unmet) unmet.push_back(describe(plan.groups[g].config));
@@ -407,6 +451,13 @@ void set_run_command(CLI::App& app) {
   cmd->add_option("--until-ci", args->until_ci,
                   "METRIC:W: stop each configuration once every entry's 95% Wilson interval of the share is narrower than "
                   "W times the rarer share, e.g. inv_finite:0.1; --samples is the cap");
+  cmd->add_option("--pipeline", args->pipeline,
+                  "auto (default: the GPU pipeline for every configuration it can take, when sketch quantiles are asked "
+                  "or chosen; the host's loop for the rest), host, or device (every configuration on the GPU; sketch "
+                  "quantiles). The report's figures do not depend on it");
+  cmd->add_option("--devices", args->devices,
+                  "the GPU pipeline's devices: all (default) or indices such as 0,2; the samples are split among them and "
+                  "the figures do not depend on how many");
   cmd->add_flag("--resume", args->resume, "finish a run that was stopped or killed, from FILE.ckpt (same options as it had)");
   cmd->add_option("--checkpoint-every", args->checkpoint_every,
                   "seconds between saves of a long configuration's finished samples (default 10)");

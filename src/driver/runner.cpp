@@ -12,6 +12,7 @@
 #include "core/progress.hpp"
 #include "core/signals.hpp"
 #include "driver/checkpoint.hpp"
+#include "driver/device_pipeline.hpp"
 #include "metrics/sketch.hpp"
 #include "metrics/stats.hpp"
 #include "paths/gold/gold.hpp"
@@ -234,6 +235,22 @@ class StatsSink final : public Sink {
   bool finished() const override { return stopped_; }
   uint64_t consumed() const { return filled_; }
 
+  // The next `n` samples, folded elsewhere (the GPU pipeline): their states
+  // [task][metric], merged after those consumed (merging is exact).
+  void absorb(const std::vector<std::vector<SketchState>>& states, uint64_t n) {
+    if (!streaming() || states.size() != streams_.size())
+      throw std::logic_error("statistics: folded states that do not fit the entries");
+    for (size_t t = 0; t < streams_.size(); ++t) {
+      if (states[t].size() != streams_[t].size()) throw std::logic_error("statistics: folded states that do not fit the metrics");
+      for (size_t m = 0; m < streams_[t].size(); ++m) {
+        SketchState s = streams_[t][m].state();
+        s.merge(states[t][m]);
+        streams_[t][m] = StreamStats(s);
+      }
+    }
+    filled_ += n;
+  }
+
   // Streaming: the statistics of the samples consumed so far, saved where
   // the checkpoint wants them (one metric at a time).
   void save(Checkpoint& ckpt, size_t group) const {
@@ -330,26 +347,12 @@ class ControlSink final : public Sink {
   }
   void consume(const BatchResult& b) override {
     stats_.consume(b);
-    const uint64_t taken = stats_.consumed() - done_;  // fewer than the batch where a stop rule held
-    Checkpoint* ckpt = control_.checkpoint;
-    if (ckpt && !stats_.finished()) {
-      if (!stats_.streaming()) ckpt->add_block(index_, done_, taken, b.values);
-      else if (ckpt->due()) stats_.save(*ckpt, index_);
-    }
-    done_ += taken;
-    if (control_.progress)
-      control_.progress->advance(double(taken) * units_,
-                                 fmt::format("{} C={} d={}", b.group->config.family, b.group->config.chunk,
-                                             b.group->config.dim),
-                                 taken);
-    if (control_.stop)
-      if (const int sig = control_.stop()) {
-        if (ckpt && stats_.streaming() && !stats_.finished())
-          stats_.save(*ckpt, index_);
-        else if (ckpt)
-          ckpt->flush();
-        throw signals::Stopped{sig};
-      }
+    after(*b.group, stats_.consumed() - done_, &b.values);  // fewer than the batch where a stop rule held
+  }
+  // The same for samples the GPU pipeline folded.
+  void absorb(const Group& g, const std::vector<std::vector<SketchState>>& states, uint64_t n) {
+    stats_.absorb(states, n);
+    after(g, n, nullptr);
   }
   bool finished() const override { return stats_.finished(); }
   void end(const Group& g) override {
@@ -361,6 +364,28 @@ class ControlSink final : public Sink {
   }
 
  private:
+  // After `taken` more samples (their values, where the host's loop made
+  // them): saved when due, the bar moved, a stop noticed.
+  void after(const Group& g, uint64_t taken, const std::vector<std::vector<double>>* values) {
+    Checkpoint* ckpt = control_.checkpoint;
+    if (ckpt && !stats_.finished()) {
+      if (!stats_.streaming()) ckpt->add_block(index_, done_, taken, *values);
+      else if (ckpt->due()) stats_.save(*ckpt, index_);
+    }
+    done_ += taken;
+    if (control_.progress)
+      control_.progress->advance(double(taken) * units_,
+                                 fmt::format("{} C={} d={}", g.config.family, g.config.chunk, g.config.dim), taken);
+    if (control_.stop)
+      if (const int sig = control_.stop()) {
+        if (ckpt && stats_.streaming() && !stats_.finished())
+          stats_.save(*ckpt, index_);
+        else if (ckpt)
+          ckpt->flush();
+        throw signals::Stopped{sig};
+      }
+  }
+
   StatsSink& stats_;
   const RunControl& control_;
   std::vector<ReportEntry>& out_;
@@ -422,6 +447,27 @@ RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uin
   return run_experiment(runner, plan, samples, seed, stats, control, first_sample);
 }
 
+namespace {
+
+// Samples per call of the GPU pipeline (a second or so on one H200).
+constexpr uint64_t kDeviceRound = uint64_t(1) << 24;
+
+// Whether a group runs on the GPU pipeline: it takes sketch statistics alone
+// (no stop rule, which is checked sample by sample; no per-sample values).
+bool on_device_pipeline(const Group& g, const std::vector<PathChoice>& paths, const StatsOptions& o, std::string* why) {
+  if (o.quantiles != Quantiles::kSketch || o.per_sample) {
+    *why = "exact quantiles keep every value, which the GPU pipeline does not bring back (--quantiles sketch does)";
+    return false;
+  }
+  if (o.until) {
+    *why = "a stop rule is checked sample by sample on the host";
+    return false;
+  }
+  return device_pipeline_supports(g, paths, why);
+}
+
+}  // namespace
+
 RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uint64_t seed, const StatsOptions& options,
                          const RunControl& control, uint64_t first_sample) {
   RunResult result;
@@ -447,7 +493,22 @@ RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uin
       }
       if (control.progress) control.progress->skip(double(done) * units);
       sink.start(i, done, units);
-      runner.run(g, seed, {first_sample + done, samples - done}, sink);
+      std::string why;
+      if (options.device && on_device_pipeline(g, runner.paths(), options, &why)) {
+        // In rounds, so that a long group is saved, drawn and stoppable as it goes.
+        sink.begin(g, samples - done);
+        for (uint64_t r = done; r < samples;) {
+          const uint64_t k = std::min(kDeviceRound, samples - r);
+          sink.absorb(g, options.device->run(g, seed, {first_sample + r, k}), k);
+          r += k;
+        }
+        sink.end(g);
+        result.on_device.push_back(i);
+      } else {
+        if (options.device && std::find(result.on_host_why.begin(), result.on_host_why.end(), why) == result.on_host_why.end())
+          result.on_host_why.push_back(why);
+        runner.run(g, seed, {first_sample + done, samples - done}, sink);
+      }
     }
     if (options.until && !rule_met(*options.until, g, result.entries.data() + before)) result.unmet.push_back(i);
   }

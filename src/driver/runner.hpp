@@ -111,11 +111,16 @@ enum class Quantiles { kExact, kSketch };
 // unless told otherwise (--quantiles auto).
 inline constexpr uint64_t kExactQuantilesUpTo = 1'000'000;
 
+class DevicePipeline;
+
 struct StatsOptions {
   bool per_sample = false;  // every value in the report (exact quantiles)
   Quantiles quantiles = Quantiles::kExact;
   bool keep_state = false;  // entries carry the mergeable state (run --shard, --until)
   const StopRule* until = nullptr;  // a group stops when it holds (its samples: the cap)
+  // The GPU pipeline, where a group runs on it whole (driver/device_pipeline:
+  // sketch quantiles, no stop rule, no per-sample values); null: the host's loop.
+  DevicePipeline* device = nullptr;
 };
 
 // The report entries of a run: every group over `samples` samples from
@@ -124,6 +129,8 @@ struct RunResult {
   std::vector<ReportEntry> entries;
   std::vector<std::string> skipped;
   std::vector<size_t> unmet;  // with a stop rule: the groups that reached the cap without it
+  std::vector<size_t> on_device;         // the groups the GPU pipeline ran
+  std::vector<std::string> on_host_why;  // with a GPU pipeline: why each other group ran on the host (distinct, in order)
 };
 RunResult run_experiment(const std::vector<Point>& points, const std::vector<PathChoice>& paths, uint64_t samples,
                          uint64_t seed, const RunnerOptions& options, bool per_sample = false,

@@ -19,6 +19,11 @@ inline void check(cublasStatus_t s, const char* call, const char* file, int line
   if (s != CUBLAS_STATUS_SUCCESS) fail(std::string("cuBLAS error ") + cublasGetStatusName(s), call, file, line);
 }
 
+// Raises `kernel`'s dynamic shared-memory limit to the current device's
+// opt-in maximum and returns that maximum. The attribute belongs to a device,
+// so it is set once per (kernel, device), not once per process (gpu/device.cu).
+int allow_optin_smem(const void* kernel);
+
 }  // namespace chunkinv::gpu::detail
 
 #define CUDA_CHECK(call) ::chunkinv::gpu::detail::check((call), #call, __FILE__, __LINE__)

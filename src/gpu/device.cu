@@ -1,10 +1,14 @@
 // The CUDA side of gpu/gpu.hpp: is a usable GPU there, which, and what
 // runtime and driver.
+#include <mutex>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
 
+#include "gpu/check.cuh"
 #include "gpu/gpu.hpp"
 
 namespace chunkinv::gpu {
@@ -68,5 +72,24 @@ std::string driver_version() {
   if (cudaDriverGetVersion(&v) != cudaSuccess || v == 0) return "";
   return version_string(v);
 }
+
+namespace detail {
+
+int allow_optin_smem(const void* kernel) {
+  static std::mutex mu;
+  static std::set<std::pair<const void*, int>> done;
+  int dev = 0, v = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  std::lock_guard<std::mutex> lock(mu);
+  if (done.insert({kernel, dev}).second) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v);
+    if (e != cudaSuccess) done.erase({kernel, dev});
+    CUDA_CHECK(e);
+  }
+  return v;
+}
+
+}  // namespace detail
 
 }  // namespace chunkinv::gpu

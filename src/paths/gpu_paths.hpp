@@ -8,6 +8,9 @@
 
 namespace chunkinv::gpu {
 
+// The kernel path's default version: bit-identical to v1 and emulated on the H200, 1.2-1.6x faster.
+inline constexpr int kDefaultKernelVersion = 2;
+
 // version: 1 (kernel.cu, the reference) or 2 (kernel_v2.cu); pad: the chunk
 // zero-padded to this multiple-of-16 size (0: the next multiple of 16).
 std::unique_ptr<Path> make_kernel_path(int version, int pad = 0);

@@ -36,7 +36,6 @@ int int_option(std::string_view path, const PathOptions& o, const std::string& k
 
 // --- kernel ------------------------------------------------------------------
 
-constexpr int kDefaultKernelVersion = 2;  // bit-identical to v1 and emulated on the H200, 1.2-1.6x faster
 
 std::string kernel_arithmetic() {
   return "CUDA sm_90: G2 running FP32 sum of fp32(g*log2e); decay = cvt.rn.bf16(ex2.approx.ftz.f32(+-G2)); "
@@ -71,12 +70,12 @@ void check_kernel_options(const PathOptions& o) {
   for (const auto& [k, v] : o)
     if (k != "version" && k != "pad")
       throw UsageError(fmt::format("path kernel: unknown option \"{}\" (options: version=1|2, pad=16|32|48|64)", k));
-  int_option("kernel", o, "version", {1, 2}, kDefaultKernelVersion);
+  int_option("kernel", o, "version", {1, 2}, gpu::kDefaultKernelVersion);
   int_option("kernel", o, "pad", {16, 32, 48, 64}, 0);
 }
 
 std::unique_ptr<Path> make_kernel(const PathOptions& o) {
-  return gpu::make_kernel_path(int_option("kernel", o, "version", {1, 2}, kDefaultKernelVersion),
+  return gpu::make_kernel_path(int_option("kernel", o, "version", {1, 2}, gpu::kDefaultKernelVersion),
                                int_option("kernel", o, "pad", {16, 32, 48, 64}, 0));
 }
 

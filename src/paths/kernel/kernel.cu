@@ -387,13 +387,7 @@ class KernelPath final : public Path {
 }  // namespace
 
 KernelLaunch plan_launch(int cp, int dim) {
-  static int optin = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    CUDA_CHECK(cudaFuncSetAttribute(kernel_path_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v));
-    return v;
-  }();
+  const int optin = detail::allow_optin_smem(reinterpret_cast<const void*>(kernel_path_kernel));
   KernelLaunch l;
   l.warp_smem = warp_smem_bytes(cp, dim, true);
   if (l.warp_smem > size_t(optin))

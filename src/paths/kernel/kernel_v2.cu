@@ -240,14 +240,7 @@ __global__ void __launch_bounds__(256) kernel_path_v2(KernelArgs args) {
 
 template <int CP>
 void launch(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t st) {
-  static const bool once = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    CUDA_CHECK(cudaFuncSetAttribute(kernel_path_v2<CP>, cudaFuncAttributeMaxDynamicSharedMemorySize, v));
-    return true;
-  }();
-  (void)once;
+  detail::allow_optin_smem(reinterpret_cast<const void*>(kernel_path_v2<CP>));
   const int blocks = (tasks + l.warps - 1) / l.warps;
   kernel_path_v2<CP><<<blocks, 32 * l.warps, l.warps * l.warp_smem, st>>>(a);
   CUDA_CHECK_LAUNCH();

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The end-to-end rate of `chunkinv run` on the GPU pipeline against the
+# PyTorch peer a user would write instead (../shared/peers/torch_vectorized.py
+# of the project, or PEER=path), measured side by side in one call on one
+# machine: model_like, d = 128, paths gold and kernel, every metric, sketch
+# statistics; C = 16, 32, 64. Each run's wall time and peak resident memory
+# come from /usr/bin/time; the rate is samples / wall time, start-up and the
+# report's writing included. Then the memory check: 10^6 and MEMORY_SAMPLES
+# (default 10^9) samples at C = 16, their peaks side by side.
+#
+#   scripts/bench-pipeline.sh BUILD_DIR OUT_DIR [SAMPLES_C16 SAMPLES_C32 SAMPLES_C64]
+#
+# Writes OUT_DIR/bench-pipeline.json (one row per run and the peer's rates)
+# and prints a table. Needs a GPU; the peer needs PyTorch (skipped without).
+set -uo pipefail
+B="${1:?build dir}"
+OUT="${2:?out dir}"
+N16="${3:-200000000}" N32="${4:-100000000}" N64="${5:-40000000}"
+MEMORY_SAMPLES="${MEMORY_SAMPLES:-1000000000}"
+PEER="${PEER:-$(dirname "$0")/../../shared/peers/torch_vectorized.py}"
+mkdir -p "$OUT"
+ROWS="$OUT/bench-pipeline.rows"
+: > "$ROWS"
+
+# measure NAME SAMPLES CHUNK: one run, a JSON row of its figures.
+measure() {
+  local name="$1" n="$2" c="$3" t="$OUT/time-$1.txt"
+  /usr/bin/time -f '%e %M' -o "$t" "$B/chunkinv" run -a family=model_like -a chunk="$c" -a dim=128 \
+    --samples "$n" --paths gold,kernel --quantiles sketch --pipeline device -q -o "$OUT/run-$name.json"
+  local rc=$?
+  read -r wall rss < "$t"
+  python3 - "$name" "$n" "$c" "$wall" "$rss" "$rc" "$OUT/run-$name.json" >> "$ROWS" <<'EOF'
+import json, sys
+name, n, c, wall, rss, rc, report = sys.argv[1:]
+row = {"name": name, "samples": int(n), "chunk": int(c), "wall_s": float(wall), "peak_rss_mib": int(rss) / 1024,
+       "exit": int(rc), "samples_per_s": int(n) / float(wall)}
+try:
+    meta = json.load(open(report))["meta"]
+    row["pipeline"] = meta.get("pipeline")
+except Exception as e:  # the row says why the report is missing
+    row["report"] = str(e)
+print(json.dumps(row))
+EOF
+}
+
+measure c16 "$N16" 16
+measure c32 "$N32" 32
+measure c64 "$N64" 64
+measure mem-1e6 1000000 16
+measure mem-big "$MEMORY_SAMPLES" 16
+
+PEER_LOG="$OUT/peer.log"
+if python3 -c 'import torch' 2>/dev/null && [ -f "$PEER" ]; then
+  python3 "$PEER" > "$PEER_LOG" 2>&1
+else
+  echo "peer not run: no PyTorch or no $PEER" > "$PEER_LOG"
+fi
+
+python3 - "$ROWS" "$PEER_LOG" "$OUT/bench-pipeline.json" <<'EOF'
+import json, re, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+peer = {}
+for line in open(sys.argv[2]):
+    m = re.search(r"C=(\d+): ([0-9.e+]+) samples/s", line)
+    if m:
+        peer[int(m.group(1))] = float(m.group(2))
+for r in rows:
+    if r["name"].startswith("c") and r["chunk"] in peer:
+        r["peer_samples_per_s"] = peer[r["chunk"]]
+        r["ratio_to_peer"] = r["samples_per_s"] / peer[r["chunk"]]
+mem = {r["name"]: r for r in rows if r["name"].startswith("mem-")}
+out = {"rows": rows, "peer": {str(k): v for k, v in peer.items()}, "peer_log": open(sys.argv[2]).read()}
+if "mem-1e6" in mem and "mem-big" in mem:
+    out["memory_ratio"] = mem["mem-big"]["peak_rss_mib"] / mem["mem-1e6"]["peak_rss_mib"]
+json.dump(out, open(sys.argv[3], "w"), indent=1)
+print(f"{'run':10} {'C':>3} {'samples':>12} {'wall s':>8} {'samples/s':>11} {'peak MiB':>9} {'peer/s':>10} {'ratio':>6}")
+for r in rows:
+    print(f"{r['name']:10} {r['chunk']:3d} {r['samples']:12d} {r['wall_s']:8.2f} {r['samples_per_s']:11.3e} "
+          f"{r['peak_rss_mib']:9.1f} {r.get('peer_samples_per_s', float('nan')):10.3e} {r.get('ratio_to_peer', float('nan')):6.2f}"
+          + ("" if r["exit"] == 0 else f"  exit {r['exit']}"))
+if "memory_ratio" in out:
+    print(f"peak memory, {mem['mem-big']['samples']:.0e} samples against 1e6: {out['memory_ratio']:.3f}")
+EOF

@@ -1,0 +1,264 @@
+// The GPU pipeline's workers (driver/device_pipeline.hpp). Per device and
+// batch, all on one stream, nothing copied to the host:
+//   1. the inputs of samples [first, first + n): keys (BF16 bits), g, beta
+//      and fp16(beta) (inputs/device_families);
+//   2. the gold L and inverse in FP64 and fp16(gold L) (metrics/device_metrics);
+//   3. the kernel path's launch over 2n tasks: the kernel's own L and
+//      inverse (tasks [0, n)) and its Neumann inverse of the gold L (tasks
+//      [n, 2n)), exactly as KernelPath::run_batch launches it;
+//   4. each entry's metrics into one [n x M] buffer, folded at once into
+//      that entry's sketches (metrics/device_sketch). The gold path's
+//      Neumann entry is the run on the gold L: the gold path forms the gold
+//      L, and the method on it is the same arithmetic.
+// After the last batch the sketches' states come back. Stream order alone
+// orders the stages: a stage's buffer is rewritten only by the next batch's
+// same stage, after everything before it on the stream.
+#include <algorithm>
+#include <exception>
+#include <string>
+#include <thread>
+
+#include <cuda_runtime.h>
+
+#include "core/error.hpp"
+#include "driver/device_pipeline.hpp"
+#include "gpu/buffers.cuh"
+#include "gpu/check.cuh"
+#include "inputs/device_families.hpp"
+#include "metrics/device_metrics.hpp"
+#include "metrics/device_sketch.hpp"
+#include "paths/gpu_paths.hpp"
+#include "paths/kernel/kernel_launch.cuh"
+
+namespace chunkinv {
+
+using gpu::detail::DeviceBuffer;
+
+struct DevicePipeline::Worker {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  DeviceBuffer<uint16_t> keys, beta16, gold16, decay, inv_decay, l, inv, sinv;
+  DeviceBuffer<double> g, beta, gold_l, gold_inv, values;
+  DeviceBuffer<int> hp;
+  DeviceBuffer<float> pmax;
+  std::vector<std::unique_ptr<DeviceSketch>> sketches;  // one per task, kept while their metric counts fit
+
+  ~Worker() {
+    if (stream) {
+      cudaSetDevice(device);
+      cudaStreamDestroy(stream);
+    }
+  }
+};
+
+namespace {
+
+// The kernel launch the group's tasks ask for: its version and padding.
+struct KernelChoice {
+  int version = gpu::kDefaultKernelVersion;
+  int pad = 0;
+};
+
+int option_int(const PathOptions& o, const char* name, int fallback) {
+  const auto it = o.find(name);
+  return it == o.end() ? fallback : std::stoi(it->second);
+}
+
+KernelChoice kernel_choice(const Group& g, const std::vector<PathChoice>& paths) {
+  KernelChoice k;
+  for (const Task& t : g.tasks) {
+    if (t.reference || paths[t.path].spec->name != std::string_view("kernel")) continue;
+    k.version = option_int(paths[t.path].options, "version", gpu::kDefaultKernelVersion);
+    k.pad = option_int(paths[t.path].options, "pad", 0);
+  }
+  return k;
+}
+
+// Samples per batch: device memory of about 2 GiB per worker for the batch's buffers.
+uint64_t batch_samples(const Configuration& c, int gate_width) {
+  const uint64_t C = uint64_t(c.chunk), d = uint64_t(c.dim), gw = uint64_t(gate_width);
+  const uint64_t per_sample = C * d * 2 + C * gw * (8 + 2 * 2) + C * (8 + 2) + C * C * (2 * 8 + 4 * 2) +
+                              uint64_t(gpu::kNeumannMetricCount) * 8 + 2 * (4 + 4);
+  return std::clamp<uint64_t>((uint64_t(2) << 30) / per_sample, 1024, uint64_t(1) << 18);
+}
+
+}  // namespace
+
+DevicePipeline::DevicePipeline(std::vector<PathChoice> paths, std::vector<int> devices)
+    : paths_(std::move(paths)), devices_(std::move(devices)) {
+  if (devices_.empty()) throw UsageError("the GPU pipeline: no device to run on");
+  for (int d : devices_) {
+    auto w = std::make_unique<Worker>();
+    w->device = d;
+    CUDA_CHECK(cudaSetDevice(d));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
+    workers_.push_back(std::move(w));
+  }
+}
+
+DevicePipeline::~DevicePipeline() = default;
+
+namespace {
+
+void run_part(DevicePipeline::Worker&, const Group&, const std::vector<PathChoice>&, uint64_t, SampleRange,
+              std::vector<std::vector<SketchState>>&);
+
+}  // namespace
+
+std::vector<std::vector<SketchState>> DevicePipeline::run(const Group& group, uint64_t seed, SampleRange range) {
+  const size_t nd = workers_.size();
+  std::vector<std::vector<std::vector<SketchState>>> parts(nd);
+  std::vector<std::exception_ptr> errors(nd);
+  auto part_range = [&](size_t i) {
+    const uint64_t a = range.count * i / nd, b = range.count * (i + 1) / nd;  // floor(i N / D): contiguous, in order
+    return SampleRange{range.first + a, b - a};
+  };
+  auto work = [&](size_t i) {
+    try {
+      run_part(*workers_[i], group, paths_, seed, part_range(i), parts[i]);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  if (nd == 1) {
+    work(0);
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < nd; ++i) threads.emplace_back(work, i);
+    for (auto& t : threads) t.join();
+  }
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  // The parts in sample order: merging is exact, and keeps the first zero's sign.
+  std::vector<std::vector<SketchState>> out = std::move(parts[0]);
+  for (size_t i = 1; i < nd; ++i)
+    for (size_t t = 0; t < out.size(); ++t)
+      for (size_t m = 0; m < out[t].size(); ++m) out[t][m].merge(parts[i][t][m]);
+  return out;
+}
+
+namespace {
+
+void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<PathChoice>& paths, uint64_t seed,
+              SampleRange range, std::vector<std::vector<SketchState>>& states) {
+  CUDA_CHECK(cudaSetDevice(w.device));
+  const Configuration& cfg = group.config;
+  const int C = cfg.chunk, d = cfg.dim, gw = generated_gate_width(cfg);
+  const size_t csq = size_t(C) * C;
+  const KernelChoice kc = kernel_choice(group, paths);
+  const int cp = std::max((C + 15) / 16 * 16, kc.pad);
+  const gpu::KernelLaunch launch = gpu::plan_launch(cp, d);
+  const uint64_t batch = batch_samples(cfg, gw);
+  const size_t cap = size_t(std::min<uint64_t>(batch, std::max<uint64_t>(range.count, 1)));
+  cudaStream_t st = w.stream;
+
+  // One sketch set per task, its metric count the task's.
+  const size_t nt = group.tasks.size();
+  if (w.sketches.size() < nt) w.sketches.resize(nt);
+  for (size_t t = 0; t < nt; ++t) {
+    const int nm = int(group.tasks[t].metrics->size());
+    if (nm != (group.tasks[t].reference ? gpu::kReferenceMetricCount : gpu::kNeumannMetricCount))
+      throw std::logic_error("the GPU pipeline: an entry's metrics are not the ones the device computes");
+    if (!w.sketches[t] || w.sketches[t]->metrics() != nm) w.sketches[t] = std::make_unique<DeviceSketch>(nm);
+    else w.sketches[t]->reset();
+  }
+
+  DeviceSampleBuffers in;
+  in.keys = w.keys.get(cap * C * d);
+  in.g = w.g.get(cap * C * gw);
+  in.beta = w.beta.get(cap * C);
+  in.beta_fp16 = w.beta16.get(cap * C);
+  double* gold_l = w.gold_l.get(cap * csq);
+  double* gold_inv = w.gold_inv.get(cap * csq);
+  uint16_t* gold16 = w.gold16.get(cap * csq);
+  uint16_t* decay = w.decay.get(cap * C * gw);
+  uint16_t* inv_decay = w.inv_decay.get(cap * C * gw);
+  uint16_t* l = w.l.get(cap * csq);
+  uint16_t* inv = w.inv.get(cap * csq);
+  uint16_t* sinv = w.sinv.get(cap * csq);
+  int* hp = w.hp.get(2 * cap);
+  float* pmax = w.pmax.get(2 * cap);
+  double* values = w.values.get(cap * gpu::kNeumannMetricCount);
+
+  for (uint64_t done = 0; done < range.count;) {
+    const int n = int(std::min<uint64_t>(cap, range.count - done));
+    generate_on_device(cfg, seed, range.first + done, n, in, st);
+
+    gpu::GoldOnDevice go;
+    go.n = n;
+    go.chunk = C;
+    go.dim = d;
+    go.gate_width = gw;
+    go.keys = in.keys;
+    go.g = in.g;
+    go.beta = in.beta;
+    go.gold_l = gold_l;
+    go.gold_inv = gold_inv;
+    go.gold_l_fp16 = gold16;
+    gpu::gold_on_device(go, st);
+
+    // The kernel: its L and inverse, and its inverse of the gold L.
+    gpu::KernelArgs a{};
+    a.n = n;
+    a.chunk = C;
+    a.dim = d;
+    a.cp = cp;
+    a.npow = 0;
+    a.with_keys = true;
+    a.l_only = false;
+    a.warp_smem = launch.warp_smem;
+    a.keys = in.keys;
+    a.gate_width = gw;
+    a.g = in.g;
+    a.beta = in.beta_fp16;
+    a.gold_l = gold16;
+    a.decay = decay;
+    a.inv_decay = inv_decay;
+    a.l = l;
+    a.inv = inv;
+    a.stable_inv = sinv;
+    a.highest_power = hp;
+    a.power_max = pmax;
+    a.powers = nullptr;
+    if (kc.version == 2) gpu::launch_kernel_path_v2(a, launch, 2 * n, st);
+    else gpu::launch_kernel_path(a, launch, 2 * n, st);
+
+    const gpu::GoldRead gold{n, C, gold_l, gold_inv};
+    for (size_t t = 0; t < nt; ++t) {
+      const Task& task = group.tasks[t];
+      if (task.reference) {
+        gpu::reference_metrics_on_device(gold, values, st);
+      } else {
+        gpu::PathOnDevice p;
+        const bool kernel = paths[task.path].spec->name == std::string_view("kernel");
+        if (kernel) {
+          p.decays = C * gw;
+          p.decay = decay;
+          p.inv_decay = inv_decay;
+          p.l_fp16 = l;
+          p.inv = inv;
+          p.highest_power = hp;
+          p.power_max = pmax;
+        } else {  // the gold path: the gold L, and the method's run on it
+          p.l_f64 = gold_l;
+          p.inv = sinv;
+          p.highest_power = hp + n;
+          p.power_max = pmax + n;
+        }
+        p.gold_l_inv = sinv;
+        p.gold_l_highest_power = hp + n;
+        p.gold_l_power_max = pmax + n;
+        gpu::metrics_on_device(gold, p, values, st);
+      }
+      w.sketches[t]->fold(values, size_t(n), st);
+    }
+    done += uint64_t(n);
+  }
+  states.assign(nt, {});
+  for (size_t t = 0; t < nt; ++t)
+    for (int m = 0; m < w.sketches[t]->metrics(); ++m) states[t].push_back(w.sketches[t]->state(m));
+}
+
+}  // namespace
+
+}  // namespace chunkinv

@@ -1,0 +1,58 @@
+// The sample pipeline on the GPU (docs/design.md, "The pipeline on the
+// GPU"): for a group it supports, every stage of the host's sample loop runs
+// on the device: the inputs drawn by the same Philox counters
+// (inputs/device_families), the FP64 gold in the host's operation order and
+// the metrics (metrics/device_metrics), the kernel path's own launch, and
+// the statistics folded into sketches there (metrics/device_sketch). Only
+// the sketches' states come back. They equal, bit for bit, the states the
+// host's loop folds from the same samples (StatsSink with sketch
+// quantiles), so a report does not depend on which pipeline made it, nor on
+// how many devices shared the samples.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver/runner.hpp"
+#include "metrics/sketch.hpp"
+
+namespace chunkinv {
+
+// Whether `group` can run whole on the GPU; else a one-line reason. It can
+// when the build has CUDA and a usable GPU, the family is drawn on the
+// device (floor, model_like, weak_decay_correlated), and every entry is the
+// gold's own, the gold path with method neumann, or the kernel path
+// (any version and padding) with method neumann, all at their defaults.
+bool device_pipeline_supports(const Group& group, const std::vector<PathChoice>& paths, std::string* why);
+
+// The devices `--devices` names: "all" (every usable GPU) or indices
+// "0,2,...": each once, each a usable device. UsageError otherwise.
+std::vector<int> parse_devices(const std::string& text);
+
+// One worker per device, its buffers and sketches kept from call to call.
+class DevicePipeline {
+ public:
+  DevicePipeline(std::vector<PathChoice> paths, std::vector<int> devices);
+  ~DevicePipeline();
+  DevicePipeline(const DevicePipeline&) = delete;
+  DevicePipeline& operator=(const DevicePipeline&) = delete;
+
+  // The states [task][metric] (the group's task order, each task's metric
+  // order) of samples `range` of `group`. The range is split into one
+  // contiguous part per device in device order and the parts' states merged
+  // in that order: the result is the states of the samples in index order,
+  // whatever the number of devices.
+  std::vector<std::vector<SketchState>> run(const Group& group, uint64_t seed, SampleRange range);
+
+  const std::vector<int>& devices() const { return devices_; }
+
+  struct Worker;  // one device's stream, buffers and sketches (device_pipeline.cu)
+
+ private:
+  std::vector<PathChoice> paths_;
+  std::vector<int> devices_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+}  // namespace chunkinv

@@ -1,0 +1,185 @@
+// The GPU pipeline (driver/device_pipeline) against the host's sample loop:
+// the same report, bit for bit (every statistic and every sketch state), for
+// every family it draws and both gatings; the same states whatever the
+// number of workers the samples are split over; and, without a GPU, the
+// one-line refusals of `run --pipeline` and `--devices`.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "driver/device_pipeline.hpp"
+#include "driver/runner.hpp"
+#include "driver/spec.hpp"
+#include "gpu/gpu_test_common.hpp"
+#include "metrics/stats.hpp"
+#include "support/shell.hpp"
+
+using namespace chunkinv;
+
+namespace {
+
+std::vector<Point> points_of(const std::vector<std::string>& axes) {
+  ExperimentSpec spec;
+  for (const auto& a : axes) apply_axis(spec, a);
+  return expand(spec);
+}
+
+bool same(double a, double b) { return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof a) == 0; }
+
+// The entries of one run through the host's loop or the GPU pipeline.
+RunResult run_with(const std::vector<Point>& points, const std::vector<PathChoice>& paths, uint64_t samples,
+                   uint64_t seed, DevicePipeline* device, uint64_t first = 0) {
+  RunnerOptions opt;
+  opt.batch = 512;
+  Runner runner(paths, opt);
+  const Plan plan = runner.plan(points);
+  StatsOptions stats;
+  stats.quantiles = Quantiles::kSketch;
+  stats.keep_state = true;
+  stats.device = device;
+  return run_experiment(runner, plan, samples, seed, stats, RunControl{}, first);
+}
+
+// Counts the statistics and states that differ, naming the first few.
+size_t differences(const std::vector<ReportEntry>& host, const std::vector<ReportEntry>& dev, const std::string& what) {
+  size_t differ = 0, compared = 0;
+  EXPECT_EQ(host.size(), dev.size()) << what;
+  for (size_t e = 0; e < std::min(host.size(), dev.size()); ++e) {
+    EXPECT_EQ(host[e].axes, dev[e].axes) << what;
+    EXPECT_EQ(host[e].samples, dev[e].samples) << what;
+    for (const auto& [name, hs] : host[e].metrics) {
+      const Stats& ds = dev[e].metrics.at(name);
+      for (const std::string& stat : stat_names()) {
+        ++compared;
+        if (!same(stat_value(hs, stat), stat_value(ds, stat)) && ++differ <= 5)
+          ADD_FAILURE() << what << " " << host[e].axes.dump() << " " << name << "." << stat << ": host "
+                        << stat_value(hs, stat) << ", device " << stat_value(ds, stat);
+      }
+      ++compared;
+      if (!(host[e].state.at(name) == dev[e].state.at(name)) && ++differ <= 5)
+        ADD_FAILURE() << what << " " << host[e].axes.dump() << " " << name << ": the sketch states differ";
+    }
+  }
+  std::printf("%s: %zu of %zu statistics and states differ\n", what.c_str(), differ, compared);
+  return differ;
+}
+
+TEST(DevicePipelineGpu, ReportIsTheHostLoopsBitForBit) {
+  CHUNKINV_REQUIRE_GPU();
+  const auto paths = parse_paths("gold,kernel");
+  DevicePipeline device(paths, {0});
+  const char* const families[] = {"family=floor", "family=model_like", "family=weak_decay_correlated"};
+  for (const char* fam : families) {
+    for (const char* gating : {"", "gating=channel"}) {
+      if (std::string(fam) == "family=weak_decay_correlated" && *gating) continue;  // it takes no gating axis
+      for (int chunk : {2, 16, 33, 64}) {
+        std::vector<std::string> axes{fam, "chunk=" + std::to_string(chunk), "dim=" + std::string(chunk == 64 ? "128" : "32")};
+        if (*gating) axes.push_back(gating);
+        if (std::string(fam) == "family=floor") axes.push_back("decay_floor=[-3,-8]");
+        const auto points = points_of(axes);
+        const uint64_t n = chunk == 64 ? 600 : 1500;
+        const RunResult host = run_with(points, paths, n, 11, nullptr, 3);
+        const RunResult dev = run_with(points, paths, n, 11, &device, 3);
+        EXPECT_EQ(dev.on_device.size(), points.size()) << "every group on the device";
+        EXPECT_EQ(differences(host.entries, dev.entries, std::string(fam) + " " + gating + " C=" + std::to_string(chunk)),
+                  0u);
+      }
+    }
+  }
+}
+
+TEST(DevicePipelineGpu, WorkersDoNotChangeTheStates) {
+  CHUNKINV_REQUIRE_GPU();
+  const auto paths = parse_paths("gold,kernel");
+  const auto points = points_of({"family=model_like", "chunk=16", "dim=128"});
+  Runner runner(paths, RunnerOptions{});
+  const Plan plan = runner.plan(points);
+  ASSERT_EQ(plan.groups.size(), 1u);
+  // Several workers on one device split the samples as several devices do.
+  std::vector<int> many{0, 0, 0};
+  for (const gpu::DeviceInfo& d : gpu::devices())
+    if (d.index > 0) many.push_back(d.index);
+  DevicePipeline one(paths, {0}), split(paths, many);
+  const SampleRange range{(uint64_t(1) << 33) + 5, 100003};
+  const auto a = one.run(plan.groups[0], 4, range);
+  const auto b = split.run(plan.groups[0], 4, range);
+  ASSERT_EQ(a.size(), b.size());
+  size_t differ = 0;
+  for (size_t t = 0; t < a.size(); ++t)
+    for (size_t m = 0; m < a[t].size(); ++m) differ += !(a[t][m] == b[t][m]);
+  std::printf("%zu workers against 1: %zu of %zu states differ\n", many.size(), differ, a.size() * a[0].size());
+  EXPECT_EQ(differ, 0u);
+  // And in two calls (the rounds of a long group), merged.
+  auto c = one.run(plan.groups[0], 4, {range.first, 40000});
+  const auto d = one.run(plan.groups[0], 4, {range.first + 40000, range.count - 40000});
+  for (size_t t = 0; t < c.size(); ++t)
+    for (size_t m = 0; m < c[t].size(); ++m) {
+      c[t][m].merge(d[t][m]);
+      EXPECT_TRUE(c[t][m] == a[t][m]) << t << "/" << m;
+    }
+}
+
+TEST(DevicePipelineCli, ShardsOfAPipelineRunMergeToTheHostRun) {
+  CHUNKINV_REQUIRE_GPU();
+  const std::string dir = chunkinv::testing::test_dir("pipeline");
+  const std::string base = "run -a family=model_like -a chunk=32 --samples 30000 --paths gold,kernel -q --quantiles sketch ";
+  ASSERT_EQ(chunkinv::testing::run_chunkinv_in(dir, base + "--pipeline host -o host.json").status, 0);
+  ASSERT_EQ(chunkinv::testing::run_chunkinv_in(dir, base + "--pipeline device --shard 1/2 -o s1.json").status, 0);
+  ASSERT_EQ(chunkinv::testing::run_chunkinv_in(dir, base + "--pipeline device --shard 2/2 -o s2.json").status, 0);
+  ASSERT_EQ(chunkinv::testing::run_chunkinv_in(dir, "merge s1.json s2.json -o merged.json").status, 0);
+  const auto h = chunkinv::testing::load_json(dir + "/host.json"), m = chunkinv::testing::load_json(dir + "/merged.json");
+  ASSERT_EQ(h["results"].size(), m["results"].size());
+  for (size_t e = 0; e < h["results"].size(); ++e) {
+    EXPECT_EQ(h["results"][e]["axes"], m["results"][e]["axes"]);
+    EXPECT_EQ(h["results"][e]["metrics"], m["results"][e]["metrics"]) << h["results"][e]["axes"].dump();
+  }
+  EXPECT_EQ(chunkinv::testing::load_json(dir + "/s1.json")["meta"]["pipeline"]["on_device"].size(), 1u);
+}
+
+TEST(DevicePipelineCli, RefusalsAreOneLine) {
+  const std::string dir = chunkinv::testing::test_dir("pipeline");
+  const auto bogus = chunkinv::testing::run_chunkinv_in(dir, "run -a family=floor --samples 10 --pipeline gpu -q");
+  EXPECT_EQ(bogus.status, 2);
+  EXPECT_NE(bogus.out.find("--pipeline gpu: must be auto, host or device"), std::string::npos) << bogus.out;
+  const auto both = chunkinv::testing::run_chunkinv_in(dir, "run -a family=floor --samples 10 --pipeline host --devices 0 -q");
+  EXPECT_EQ(both.status, 2);
+  EXPECT_NE(both.out.find("--devices with --pipeline host"), std::string::npos) << both.out;
+  if (!gpu::unavailable_reason().empty()) {
+    // Without a GPU: asked for, refused in one line, nothing written.
+    const auto dev = chunkinv::testing::run_chunkinv_in(dir, "run -a family=floor --samples 10 --pipeline device -q -o r.json");
+    EXPECT_EQ(dev.status, 2);
+    EXPECT_NE(dev.out.find("cannot run on the GPU pipeline"), std::string::npos) << dev.out;
+    EXPECT_EQ(std::count(dev.out.begin(), dev.out.end(), '\n'), 1) << dev.out;
+    const auto devs = chunkinv::testing::run_chunkinv_in(dir, "run -a family=floor --samples 10 --devices all -q");
+    EXPECT_EQ(devs.status, 2);
+    EXPECT_NE(devs.out.find("--devices all:"), std::string::npos) << devs.out;
+  } else {
+    const auto bad = chunkinv::testing::run_chunkinv_in(dir, "run -a family=floor --samples 10 --devices 0,x -q");
+    EXPECT_EQ(bad.status, 2);
+    EXPECT_NE(bad.out.find("\"x\" is not a device index"), std::string::npos) << bad.out;
+    const auto twice = chunkinv::testing::run_chunkinv_in(dir, "run -a family=floor --samples 10 --devices 0,0 -q");
+    EXPECT_NE(twice.out.find("device 0 is named twice"), std::string::npos) << twice.out;
+    const auto raw = chunkinv::testing::run_chunkinv_in(dir, "run -a family=kda --samples 10 --pipeline device -q");
+    EXPECT_EQ(raw.status, 2);
+    EXPECT_NE(raw.out.find("raw inputs"), std::string::npos) << raw.out;
+  }
+}
+
+TEST(DevicePipeline, WhatItTakesAndWhy) {
+  const auto paths = parse_paths("gold,emulated");
+  Runner runner(paths, RunnerOptions{});
+  const Plan plan = runner.plan(points_of({"family=floor", "chunk=16"}));
+  std::string why;
+  EXPECT_FALSE(device_pipeline_supports(plan.groups.at(0), runner.paths(), &why));
+  EXPECT_FALSE(why.empty());
+  if (gpu::unavailable_reason().empty()) {
+    EXPECT_NE(why.find("path emulated"), std::string::npos) << why;
+  }
+}
+
+}  // namespace
