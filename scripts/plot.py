@@ -104,7 +104,8 @@ def read_report(path):
         where = f"report {path}: results[{i}]"
         if not isinstance(e, dict) or not isinstance(e.get("axes"), dict):
             raise ReportError(f"{where}: \"axes\" is missing")
-        axes = dict(e["axes"])
+        # A null axis is a parameter the family leaves unset (real_gates' decay_floor): not an axis.
+        axes = {k: v for k, v in e["axes"].items() if v is not None}
         if "path" not in axes:
             raise ReportError(f"{where}: axes.path is missing")
         for k, v in axes.items():
