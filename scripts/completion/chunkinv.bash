@@ -14,6 +14,8 @@ _chunkinv_words() {  # the binary's own words for a value of option $2 of subcom
         *) echo text json ;;
       esac ;;
     --quantiles) echo auto exact sketch ;;
+    --pipeline) echo auto host device ;;
+    --devices) echo all ;;
     --preset|-p) "$bin" table --help 2>/dev/null | sed -n 's/.*table layout: //p' | tr -d ',' ;;
     --family) "$bin" run --list-families 2>/dev/null | sed -n 's/^\([a-z_]*\):.*/\1/p' ;;
     -a|--axis)
@@ -40,7 +42,7 @@ _chunkinv() {
     return
   fi
   case $prev in
-    --paths|--format|-f|--preset|-p|--family|-a|--axis|--quantiles)
+    --paths|--format|-f|--preset|-p|--family|-a|--axis|--quantiles|--pipeline|--devices)
       local words
       words=$(_chunkinv_words "$bin" "$cmd" "$prev")
       if [[ $prev == -a || $prev == --axis ]]; then

@@ -386,6 +386,7 @@ TEST(Cli, ShellCompletionOffersSubcommandsOptionsAndValues) {
   EXPECT_TRUE(has(paths, "gold") && has(paths, "emulated") && has(paths, "all"));
   EXPECT_EQ(complete("table --format ''"), (std::set<std::string>{"md", "latex", "csv"}));
   EXPECT_EQ(complete("run --quantiles ''"), (std::set<std::string>{"auto", "exact", "sketch"}));
+  EXPECT_EQ(complete("run --pipeline ''"), (std::set<std::string>{"auto", "host", "device"}));
   EXPECT_TRUE(has(complete("table -p ''"), "k3-exponent"));
   EXPECT_TRUE(has(complete("run -a ''"), "decay_floor="));
   EXPECT_EQ(complete("run -a family=mod"), std::set<std::string>{"family=model_like"});
