@@ -25,6 +25,7 @@
 #include "core/error.hpp"
 #include "gpu/gpu_test_common.hpp"
 #include "metrics/device_sketch.hpp"
+#include "metrics/sketch_families.hpp"
 #include "metrics/exact_sum.hpp"
 #include "metrics/sketch.hpp"
 
@@ -41,35 +42,13 @@ bool same(double a, double b) { return std::bit_cast<uint64_t>(a) == std::bit_ca
 
 // test_sketch.cpp's adversarial families, and the signs and non-finite
 // values they lack.
-struct ValueFamily {
-  std::string name;
-  std::function<double(std::mt19937_64&)> draw;
-};
+using chunkinv::testing::ValueFamily;
 
 std::vector<ValueFamily> adversarial() {
   using U = std::uniform_real_distribution<double>;
   using I = std::uniform_int_distribution<int>;
-  return {
-      {"log-uniform 2^-1074..2^1023", [](std::mt19937_64& r) { return std::ldexp(U(1, 2)(r), I(-1074, 1022)(r)); }},
-      {"subnormals", [](std::mt19937_64& r) { return std::ldexp(std::floor(std::ldexp(1.0, I(0, 52)(r)) * U(1, 2)(r)), -1074); }},
-      {"near DBL_MAX", [](std::mt19937_64& r) { return DBL_MAX * U(0.25, 1)(r); }},
-      {"ties", [](std::mt19937_64& r) {
-         static const double v[] = {1e-6, std::nextafter(1e-6, 1.0), 3.0, 3.0, 3.0, 7.25, 1e300, 0.1, 0.1};
-         return v[I(0, 8)(r)];
-       }},
-      {"zeros and lognormal", [](std::mt19937_64& r) { return I(0, 9)(r) ? 0.0 : std::exp(std::normal_distribution<double>(-12, 3)(r)); }},
-      {"+inf tail", [](std::mt19937_64& r) { return I(0, 19)(r) ? std::exp(std::normal_distribution<double>(-14, 2)(r)) : INFINITY; }},
-      {"bucket edges", [](std::mt19937_64& r) {
-         const double edge = std::ldexp(1.0 + I(0, 1023)(r) / 1024.0, I(-30, 30)(r));
-         return I(0, 1)(r) ? edge : std::nextafter(edge, 0.0);
-       }},
-      {"counts 0..63", [](std::mt19937_64& r) { return double(I(0, 63)(r)); }},
-      {"flags", [](std::mt19937_64& r) { return double(I(0, 99)(r) < 3); }},
-      {"power magnitudes 0..inf", [](std::mt19937_64& r) {
-         const int k = I(0, 99)(r);
-         return k < 5 ? INFINITY : k < 10 ? 0.0 : std::ldexp(U(1, 2)(r), I(-40, 120)(r));
-       }},
-      {"both signs", [](std::mt19937_64& r) { return std::ldexp(U(-2, 2)(r), I(-200, 200)(r)); }},
+  std::vector<ValueFamily> v = chunkinv::testing::adversarial_values();
+  v.insert(v.end(), {
       {"one value", [](std::mt19937_64&) { return 1.5; }},  // every lane of every warp in one bucket: the most contended
       {"largest significands", [](std::mt19937_64& r) { return std::nextafter(0x1p-1000 * double(I(1, 2)(r)), 0.0); }},
       {"signed zeros, NaN, infinities", [](std::mt19937_64& r) {
@@ -77,7 +56,8 @@ std::vector<ValueFamily> adversarial() {
          return v[I(0, 10)(r)];
        }},
       {"rare -0 among positives", [](std::mt19937_64& r) { return I(0, 999)(r) ? U(0, 4)(r) : -0.0; }},
-  };
+  });
+  return v;
 }
 
 // The values of `families.size()` metrics over n samples, sample-major.

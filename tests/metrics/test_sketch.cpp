@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "metrics/sketch.hpp"
+#include "metrics/sketch_families.hpp"
 #include "metrics/stats.hpp"
 
 using namespace chunkinv;
@@ -36,37 +37,8 @@ SketchState sketch_of(const std::vector<double>& v) {
   return s.state();
 }
 
-struct Family {
-  std::string name;
-  std::function<double(std::mt19937_64&)> draw;
-};
-
-std::vector<Family> adversarial() {
-  using U = std::uniform_real_distribution<double>;
-  using I = std::uniform_int_distribution<int>;
-  return {
-      {"log-uniform 2^-1074..2^1023", [](std::mt19937_64& r) { return std::ldexp(U(1, 2)(r), I(-1074, 1022)(r)); }},
-      {"subnormals", [](std::mt19937_64& r) { return std::ldexp(std::floor(std::ldexp(1.0, I(0, 52)(r)) * U(1, 2)(r)), -1074); }},
-      {"near DBL_MAX", [](std::mt19937_64& r) { return DBL_MAX * U(0.25, 1)(r); }},
-      {"ties", [](std::mt19937_64& r) {
-         static const double v[] = {1e-6, std::nextafter(1e-6, 1.0), 3.0, 3.0, 3.0, 7.25, 1e300, 0.1, 0.1};
-         return v[I(0, 8)(r)];
-       }},
-      {"zeros and lognormal", [](std::mt19937_64& r) { return I(0, 9)(r) ? 0.0 : std::exp(std::normal_distribution<double>(-12, 3)(r)); }},
-      {"+inf tail", [](std::mt19937_64& r) { return I(0, 19)(r) ? std::exp(std::normal_distribution<double>(-14, 2)(r)) : INFINITY; }},
-      {"bucket edges", [](std::mt19937_64& r) {
-         const double edge = std::ldexp(1.0 + I(0, 1023)(r) / 1024.0, I(-30, 30)(r));
-         return I(0, 1)(r) ? edge : std::nextafter(edge, 0.0);
-       }},
-      {"counts 0..63", [](std::mt19937_64& r) { return double(I(0, 63)(r)); }},
-      {"flags", [](std::mt19937_64& r) { return double(I(0, 99)(r) < 3); }},
-      {"power magnitudes 0..inf", [](std::mt19937_64& r) {
-         const int k = I(0, 99)(r);
-         return k < 5 ? INFINITY : k < 10 ? 0.0 : std::ldexp(U(1, 2)(r), I(-40, 120)(r));
-       }},
-      {"both signs", [](std::mt19937_64& r) { return std::ldexp(U(-2, 2)(r), I(-200, 200)(r)); }},
-  };
-}
+using Family = chunkinv::testing::ValueFamily;
+std::vector<Family> adversarial() { return chunkinv::testing::adversarial_values(); }
 
 // The relative error of an estimate of r: 0 where they are equal (inf, 0 included).
 double rel_error(double est, double r) {
