@@ -817,7 +817,7 @@ TEST(PlotScript, MethodsAgainstCostWithTheParetoFrontAndNonFiniteCountsApart) {
   ASSERT_EQ(r.status, 0) << r.out;
   std::string text = read_file(svg);
   for (const char* want : {"neumann", "fwdsub_fp32", "flashkda_v2", "floor, ", "model_like, ", "non-finite", ">all<",
-                           ">30<", "median, line up to p99 of", "emulated", "gold", ">method<"}) {
+                           ">30<", "median, line up to p99.9 of", "emulated", "gold", ">method<"}) {
     EXPECT_NE(text.find(want), std::string::npos) << want;
   }
   EXPECT_EQ(text.find("exact"), std::string::npos);
