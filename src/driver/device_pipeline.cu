@@ -14,6 +14,8 @@
 // orders the stages: a stage's buffer is rewritten only by the next batch's
 // same stage, after everything before it on the stream.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <thread>
@@ -59,6 +61,10 @@ struct KernelChoice {
   int pad = 0;
 };
 
+bool kernel_task(const Task& t, const std::vector<PathChoice>& paths) {
+  return !t.reference && paths[t.path].spec->name == std::string_view("kernel");
+}
+
 int option_int(const PathOptions& o, const char* name, int fallback) {
   const auto it = o.find(name);
   return it == o.end() ? fallback : std::stoi(it->second);
@@ -81,6 +87,65 @@ uint64_t batch_samples(const Configuration& c, int gate_width) {
                               uint64_t(gpu::kNeumannMetricCount) * 8 + 2 * (4 + 4);
   return std::clamp<uint64_t>((uint64_t(2) << 30) / per_sample, 1024, uint64_t(1) << 18);
 }
+
+// Stage times, for tuning: with CHUNKINV_PIPELINE_STAGES set, each batch's
+// stages are timed with events on the worker's stream (a synchronisation per
+// batch) and their totals printed on stderr after the part. Off by default:
+// the events' synchronisation would cost overlap between batches.
+class StageClock {
+ public:
+  StageClock() : on_(std::getenv("CHUNKINV_PIPELINE_STAGES") != nullptr) {}
+  ~StageClock() {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  }
+  // Marks the end of stage `name` (the start of the batch: name null).
+  void mark(const char* name, cudaStream_t st) {
+    if (!on_) return;
+    if (next_ == events_.size()) {
+      cudaEvent_t e;
+      CUDA_CHECK(cudaEventCreate(&e));
+      events_.push_back(e);
+      names_.emplace_back();
+      ms_.push_back(0.0);
+    }
+    if (name) names_[next_] = name;
+    CUDA_CHECK(cudaEventRecord(events_[next_++], st));
+  }
+  // The end of a batch: adds each stage's time.
+  void batch() {
+    if (!on_ || next_ == 0) return;
+    CUDA_CHECK(cudaEventSynchronize(events_[next_ - 1]));
+    for (size_t i = 1; i < next_; ++i) {
+      float ms = 0.0f;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i - 1], events_[i]));
+      ms_[i] += ms;
+    }
+    next_ = 0;
+  }
+  void print(int device, int chunk, uint64_t samples) const {
+    if (!on_ || samples == 0) return;
+    std::string line = "pipeline stages, device " + std::to_string(device) + ", C = " + std::to_string(chunk) + ", " +
+                       std::to_string(samples) + " samples, ns a sample:";
+    double total = 0.0;
+    for (size_t i = 1; i < ms_.size(); ++i) {
+      const double ns = ms_[i] * 1e6 / double(samples);
+      total += ns;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " %s %.2f,", names_[i].c_str(), ns);
+      line += buf;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " total %.2f", total);
+    std::fprintf(stderr, "%s%s\n", line.c_str(), buf);
+  }
+
+ private:
+  bool on_;
+  size_t next_ = 0;
+  std::vector<cudaEvent_t> events_;
+  std::vector<std::string> names_;
+  std::vector<double> ms_;
+};
 
 }  // namespace
 
@@ -180,9 +245,12 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
   float* pmax = w.pmax.get(2 * cap);
   double* values = w.values.get(cap * gpu::kNeumannMetricCount);
 
+  StageClock clock;
   for (uint64_t done = 0; done < range.count;) {
     const int n = int(std::min<uint64_t>(cap, range.count - done));
+    clock.mark(nullptr, st);
     generate_on_device(cfg, seed, range.first + done, n, in, st);
+    clock.mark("inputs", st);
 
     gpu::GoldOnDevice go;
     go.n = n;
@@ -196,6 +264,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
     go.gold_inv = gold_inv;
     go.gold_l_fp16 = gold16;
     gpu::gold_on_device(go, st);
+    clock.mark("gold", st);
 
     // The kernel: its L and inverse, and its inverse of the gold L.
     gpu::KernelArgs a{};
@@ -222,6 +291,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
     a.powers = nullptr;
     if (kc.version == 2) gpu::launch_kernel_path_v2(a, launch, 2 * n, st);
     else gpu::launch_kernel_path(a, launch, 2 * n, st);
+    clock.mark("kernel", st);
 
     const gpu::GoldRead gold{n, C, gold_l, gold_inv};
     for (size_t t = 0; t < nt; ++t) {
@@ -230,7 +300,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
         gpu::reference_metrics_on_device(gold, values, st);
       } else {
         gpu::PathOnDevice p;
-        const bool kernel = paths[task.path].spec->name == std::string_view("kernel");
+        const bool kernel = kernel_task(task, paths);
         if (kernel) {
           p.decays = C * gw;
           p.decay = decay;
@@ -250,10 +320,15 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
         p.gold_l_power_max = pmax + n;
         gpu::metrics_on_device(gold, p, values, st);
       }
+      clock.mark(task.reference ? "metrics(reference)" : kernel_task(task, paths) ? "metrics(kernel)" : "metrics(gold)",
+                 st);
       w.sketches[t]->fold(values, size_t(n), st);
+      clock.mark("fold", st);
     }
+    clock.batch();
     done += uint64_t(n);
   }
+  clock.print(w.device, C, range.count);
   states.assign(nt, {});
   for (size_t t = 0; t < nt; ++t)
     for (int m = 0; m < w.sketches[t]->metrics(); ++m) states[t].push_back(w.sketches[t]->state(m));

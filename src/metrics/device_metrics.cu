@@ -1,10 +1,12 @@
 // The gold and the metrics on the GPU: one block per sample runs the
-// programs of metrics/device_metrics_blocks.hpp (their CPU run is in
+// programs of metrics/device_metrics_blocks.hpp (the metrics: the fast
+// program, then the full one on the samples the fast one leaves) (their CPU run is in
 // tests/metrics/test_device_metrics.cpp beside the GPU tests).
 // Eigen (through gpu/pack.hpp's core/matrix.hpp) calls constexpr host functions from host-device code.
 #pragma nv_diag_suppress 20015
 #include "metrics/device_metrics.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -42,6 +44,11 @@ struct DeviceBlock {
     atomicOr(p, 1);
 #endif
   }
+  CHUNKINV_HD void set_bits(int* p, int v) const {
+#ifdef __CUDA_ARCH__
+    atomicOr(p, v);
+#endif
+  }
   CHUNKINV_HD void add(int* p, int v) const {
 #ifdef __CUDA_ARCH__
     atomicAdd(p, v);
@@ -69,14 +76,46 @@ __global__ void gold_kernel(GoldOnDevice a) {
   blocks::gold_program<kMaxTiles, kChannel>(DeviceBlock{int(blockDim.x)}, a, long(blockIdx.x), m.sm, m.fl);
 }
 
-__global__ void metrics_kernel(GoldRead g, PathOnDevice p, double* out) {
+// The samples a fast program leaves: `Left` in device memory, from a zeroed
+// count; a fast kernel's block appends its sample, and the full program's
+// kernel runs a small grid over the list (order does not matter: each
+// sample writes only its own values).
+struct Left {
+  int* flags;  // n: slow[s] of the fast programs
+  int* count;  // 1
+  int* list;   // n
+};
+__device__ inline void leave_if_slow(const Left& left, long s) {
+  if (threadIdx.x == 0 && left.flags[s]) left.list[atomicAdd(left.count, 1)] = int(s);
+}
+constexpr int kSlowGrid = 1024;  // blocks of a full-program kernel: the left samples are few
+
+__global__ void metrics_fast_kernel(GoldRead g, PathOnDevice p, double* out, Left left) {
   const Smem m = carve();
-  blocks::metrics_program(DeviceBlock{int(blockDim.x)}, g, p, out, long(blockIdx.x), m.sm, m.fl);
+  const long s = long(blockIdx.x);
+  blocks::metrics_fast_program(DeviceBlock{int(blockDim.x)}, g, p, out, s, m.sm, m.fl, left.flags);
+  leave_if_slow(left, s);
 }
 
-__global__ void reference_kernel(GoldRead g, double* out) {
+__global__ void metrics_kernel(GoldRead g, PathOnDevice p, double* out, Left left) {
   const Smem m = carve();
-  blocks::reference_program(DeviceBlock{int(blockDim.x)}, g, out, long(blockIdx.x), m.sm, m.fl);
+  const int n = *left.count;
+  for (int q = int(blockIdx.x); q < n; q += int(gridDim.x))
+    blocks::metrics_program(DeviceBlock{int(blockDim.x)}, g, p, out, long(left.list[q]), m.sm, m.fl);
+}
+
+__global__ void reference_fast_kernel(GoldRead g, double* out, Left left) {
+  const Smem m = carve();
+  const long s = long(blockIdx.x);
+  blocks::reference_fast_program(DeviceBlock{int(blockDim.x)}, g, out, s, m.sm, m.fl, left.flags);
+  leave_if_slow(left, s);
+}
+
+__global__ void reference_kernel(GoldRead g, double* out, Left left) {
+  const Smem m = carve();
+  const int n = *left.count;
+  for (int q = int(blockIdx.x); q < n; q += int(gridDim.x))
+    blocks::reference_program(DeviceBlock{int(blockDim.x)}, g, out, long(left.list[q]), m.sm, m.fl);
 }
 
 // Dynamic shared memory beyond 48 KB needs the kernel's opt-in (a cheap
@@ -87,6 +126,25 @@ void launch(Kernel kernel, int n, int threads, size_t smem, cudaStream_t stream,
   kernel<<<n, threads, smem, stream>>>(args...);
   CUDA_CHECK_LAUNCH();
 }
+
+// Scratch for a Left, stream-ordered (the pool keeps it from call to call).
+class LeftScratch {
+ public:
+  LeftScratch(int n, cudaStream_t stream) : stream_(stream) {
+    CUDA_CHECK(cudaMallocAsync(&p_, (2 * size_t(n) + 1) * sizeof(int), stream));
+    CUDA_CHECK(cudaMemsetAsync(p_, 0, sizeof(int), stream));
+    left_ = {p_ + 1, p_, p_ + 1 + n};
+  }
+  ~LeftScratch() { cudaFreeAsync(p_, stream_); }
+  LeftScratch(const LeftScratch&) = delete;
+  LeftScratch& operator=(const LeftScratch&) = delete;
+  const Left& left() const { return left_; }
+
+ private:
+  cudaStream_t stream_;
+  int* p_ = nullptr;
+  Left left_{};
+};
 
 void check_chunk(const char* what, int C) {
   if (C < 2 || C > kMaxMetricsChunk)
@@ -127,18 +185,24 @@ void metrics_on_device(const GoldRead& g, const PathOnDevice& p, double* out, Me
   if (g.n <= 0) return;
   if (!g.gold_l || !g.gold_inv || !out || !p.inv || (!p.l_fp16 && !p.l_f64))
     throw std::invalid_argument("metrics_on_device: a buffer is missing");
-  const int C = g.chunk;
-  launch(metrics_kernel, g.n, blocks::block_threads(C), blocks::kFlagsBytes + blocks::metrics_smem_doubles(C) * 8,
-         stream, g, p, out);
+  const int C = g.chunk, threads = blocks::block_threads(C);
+  const LeftScratch left(g.n, stream);
+  launch(metrics_fast_kernel, g.n, threads, blocks::kFlagsBytes + blocks::fast_metrics_smem_doubles(C) * 8, stream, g,
+         p, out, left.left());
+  launch(metrics_kernel, std::min(g.n, kSlowGrid), threads, blocks::kFlagsBytes + blocks::metrics_smem_doubles(C) * 8,
+         stream, g, p, out, left.left());
 }
 
 void reference_metrics_on_device(const GoldRead& g, double* out, MetricsStream stream) {
   check_chunk("reference_metrics_on_device", g.chunk);
   if (g.n <= 0) return;
   if (!g.gold_l || !g.gold_inv || !out) throw std::invalid_argument("reference_metrics_on_device: a buffer is missing");
-  const int C = g.chunk;
-  launch(reference_kernel, g.n, blocks::block_threads(C), blocks::kFlagsBytes + blocks::reference_smem_doubles(C) * 8,
-         stream, g, out);
+  const int C = g.chunk, threads = blocks::block_threads(C);
+  const LeftScratch left(g.n, stream);
+  launch(reference_fast_kernel, g.n, threads, blocks::kFlagsBytes + blocks::fast_reference_smem_doubles(C) * 8, stream,
+         g, out, left.left());
+  launch(reference_kernel, std::min(g.n, kSlowGrid), threads,
+         blocks::kFlagsBytes + blocks::reference_smem_doubles(C) * 8, stream, g, out, left.left());
 }
 
 }  // namespace chunkinv::gpu

@@ -43,8 +43,11 @@ struct BlockFlags {
   int zeros;          // decays == 0
   int nonfinite;      // non-finite inverse decays
   unsigned long long max_bits;  // bits of max |entry| (non-negative doubles order as their bits)
+  int upper;          // the fast program's test: kUpper* bits, what is nonzero above a diagonal or not finite
+  int sinv_bad;       // some entry of the run on the gold L is not finite
+  int s2_bad;         // some entry of the residual's product is not finite
 };
-inline constexpr size_t kFlagsBytes = 32;  // sizeof(BlockFlags) rounded up to 16
+inline constexpr size_t kFlagsBytes = 48;  // sizeof(BlockFlags) rounded up to 16
 static_assert(sizeof(BlockFlags) <= kFlagsBytes);
 
 CHUNKINV_HD inline int block_threads(int C) { return C <= 16 ? 32 : C <= 32 ? 64 : 128; }
@@ -69,15 +72,18 @@ struct GoldSmem {
 CHUNKINV_HD inline size_t gold_staging(int C, bool channel) {
   return size_t(kKeyTile) * 2 * tile_rows(C) * (channel ? 2 : 1);
 }
+// L's space rounded up to an even count: the staged keys start 16-byte
+// aligned, for the dot products' paired loads.
+CHUNKINV_HD inline size_t gold_l_doubles(int C) { return (size_t(C) * C + 1) & ~size_t(1); }
 CHUNKINV_HD inline size_t gold_smem_doubles(int C, bool channel) {
   const size_t csq = size_t(C) * C, staging = gold_staging(C, channel);
-  return csq + (csq > staging ? csq : staging) + 2 * size_t(C);
+  return gold_l_doubles(C) + (csq > staging ? csq : staging) + 2 * size_t(C);
 }
 CHUNKINV_HD inline GoldSmem gold_smem(double* sm, int C, bool channel) {
   const size_t csq = size_t(C) * C, staging = gold_staging(C, channel);
   GoldSmem m;
   m.L = sm;
-  m.X = m.keyt = sm + csq;
+  m.X = m.keyt = sm + gold_l_doubles(C);
   m.cumt = m.keyt + size_t(kKeyTile) * 2 * tile_rows(C);
   m.cum = m.X + (csq > staging ? csq : staging);
   m.beta = m.cum + C;
@@ -85,6 +91,18 @@ CHUNKINV_HD inline GoldSmem gold_smem(double* sm, int C, bool channel) {
 }
 CHUNKINV_HD inline size_t metrics_smem_doubles(int C) { return 3 * size_t(C) * C; }
 CHUNKINV_HD inline size_t reference_smem_doubles(int C) { return 2 * size_t(C) * C; }
+
+// p[0], p[1] into v; p 16-byte aligned (one 16-byte load on the GPU).
+CHUNKINV_HD inline void load_pair(const double* p, double (&v)[2]) {
+#ifdef __CUDA_ARCH__
+  const double2 w = *reinterpret_cast<const double2*>(p);
+  v[0] = w.x;
+  v[1] = w.y;
+#else
+  v[0] = p[0];
+  v[1] = p[1];
+#endif
+}
 
 // compute_gold for sample s. kMaxTiles >= tiles_per_thread(C); kChannel is
 // gate_width != 1 (compute_gold's own test: per-channel gates with d = 1
@@ -145,7 +163,9 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
         for (int q = 0; q < kMaxTiles; ++q) {
           if (t + q * T >= tiles) continue;
           const int i0 = 2 * ti[q], j0 = 2 * tj[q];
-          const double ki[2] = {kr[i0], kr[i0 + 1]}, kj[2] = {kr[j0], kr[j0 + 1]};
+          double ki[2], kj[2];
+          load_pair(kr + i0, ki);
+          load_pair(kr + j0, kj);
           if (!kChannel) {
             // dot += k_i k_j; pairs outside j < i < C are formed too (zero rows) and never read.
             CHUNKINV_UNROLL
@@ -323,6 +343,314 @@ CHUNKINV_HD void metrics_program(const Block& blk, const GoldRead& g, const Path
       o[11] = p.gold_l_highest_power ? static_cast<double>(p.gold_l_highest_power[s]) : NAN;
       o[12] = p.gold_l_power_max ? static_cast<double>(p.gold_l_power_max[s]) : NAN;
     }
+  });
+}
+
+// ---- The fast metrics program ----------------------------------------------
+//
+// evaluate(neumann, gold, path) again, for the samples where every matrix it
+// reads is zero above its diagonal (the path's L, the gold L, both inverses
+// and the run on the gold L) and the gold L is finite: all of them, unless
+// a path writes junk above the diagonal or an inverse overflows there. On
+// those the same bits come from less work, each step exact:
+//  - a rel_rmse's sums skip the entries above the diagonal: their terms are
+//    (+-0 - +-0)^2 = +0 and the sums, which start at +0 and add squares, are
+//    never -0, so adding +0 changes no bit. The lower triangle is walked in
+//    data order, so every other term is added in the host's order;
+//  - the residual's product skips the terms k < j of entry (i, j): INV(k, j)
+//    is +-0 there and the gold L finite, so they are zeros added to
+//    accumulators that start at +0 (unit_plus_times' k_begin);
+//  - entries above the diagonal are not formed at all: the product is zero
+//    there and (I + gold L) * INV's term (0 - 0)^2.
+// What runs in parallel changes too: a phase computes every term of a slab
+// of the lower triangle at once (all threads, the operands read once,
+// coalesced), then one thread per sum adds the slab's terms in order. The
+// sums' order, the one thing the bits depend on, is the host's.
+//
+// A sample that fails the test is flagged in `slow[s]` and left to
+// metrics_program (the caller runs it on the flagged samples). A matrix
+// that is not finite needs no test: the metrics that read it are +inf
+// whatever their sums (fast_rules_hold).
+
+inline constexpr int kChains = 10;  // err and ref sums of the five rel_rmse metrics
+// What the fast program's test found (BlockFlags::upper): nonzeros above
+// the diagonal of the path's L, the gold L, the path's INV, the gold
+// inverse, the run on the gold L; a non-finite gold L.
+inline constexpr int kUpperL = 1, kUpperGoldL = 2, kUpperInv = 4, kUpperGoldInv = 8, kUpperGoldRun = 16,
+                     kGoldLBad = 32;
+// Whether the fast program's rules hold for the sums the metrics read: a
+// metric whose value is +inf or NaN whatever its sums (its matrix not
+// finite, or absent) does not need them.
+CHUNKINV_HD inline bool fast_rules_hold(int upper, bool l_ok, bool inv_ok, bool gold_run_ok) {
+  int needs = 0;
+  if (l_ok) needs |= kUpperL | kUpperGoldL;                                 // l_rel_rmse
+  if (inv_ok) needs |= kUpperInv | kUpperGoldInv | kUpperGoldL | kGoldLBad;  // total, method only, residual
+  if (gold_run_ok) needs |= kUpperGoldRun | kUpperGoldInv;                  // inv_gold_l_rel_rmse
+  return (upper & needs) == 0;
+}
+CHUNKINV_HD inline int packed_size(int C) { return C * (C + 1) / 2; }
+CHUNKINV_HD inline int packed_at(int i, int j) { return i * (i + 1) / 2 + j; }  // (i, j), j <= i
+CHUNKINV_HD inline int slab_size(int C) { return packed_size(C) < 256 ? packed_size(C) : 256; }
+CHUNKINV_HD inline int slab_stride(int C) { return slab_size(C) | 1; }  // odd: the sums' threads read different banks
+
+struct FastSmem {
+  double *inv, *s1, *lp, *terms, *acc;
+};
+CHUNKINV_HD inline size_t fast_scratch(int C) {
+  const size_t a = size_t(packed_size(C)), b = size_t(kChains) * slab_stride(C);
+  return a > b ? a : b;
+}
+CHUNKINV_HD inline size_t fast_metrics_smem_doubles(int C) {
+  return size_t(packed_size(C)) + size_t(C) * C + fast_scratch(C) + kChains;
+}
+CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C) {
+  FastSmem m;
+  m.inv = sm;                             // the path's INV as doubles, lower triangle packed by rows
+  m.s1 = m.inv + packed_size(C);          // the exact inverse of I + path L, C x C
+  m.lp = m.terms = m.s1 + size_t(C) * C;  // the path's L packed (for the solve), then the slabs' terms
+  m.acc = m.lp + fast_scratch(C);         // the sums, kChains
+  return m;
+}
+
+template <class Block>
+CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const PathOnDevice& p, double* out, long s,
+                                      double* sm, BlockFlags* fl, int* slow) {
+  const int C = g.chunk, T = blk.threads, P = packed_size(C), S = slab_size(C), SS = slab_stride(C);
+  const size_t csq = size_t(C) * C, at = size_t(s) * csq;
+  const FastSmem m = fast_smem(sm, C);
+  const double* gl = g.gold_l + at;
+  const double* gi = g.gold_inv + at;
+  const bool own_gold_l = p.l_f64 != nullptr && p.l_f64 == g.gold_l;
+  auto path_l = [&](size_t e) { return p.l_f64 ? p.l_f64[at + e] : fp64::fp16_value(p.l_fp16[at + e]); };
+
+  blk.each([&](int t) {
+    if (t == 0) fl->l_bad = fl->inv_bad = fl->zeros = fl->nonfinite = fl->upper = fl->sinv_bad = fl->s2_bad = 0;
+    if (t < kChains) m.acc[t] = 0.0;
+  });
+  blk.each([&](int t) {
+    int zeros = 0, nonfinite = 0;
+    if (p.decay)
+      for (int e = t; e < p.decays; e += T) zeros += (p.decay[size_t(s) * p.decays + e] & 0x7FFF) == 0;
+    if (p.inv_decay)
+      for (int e = t; e < p.decays; e += T) nonfinite += (p.inv_decay[size_t(s) * p.decays + e] & 0x7F80) == 0x7F80;
+    if (zeros) blk.add(&fl->zeros, zeros);
+    if (nonfinite) blk.add(&fl->nonfinite, nonfinite);
+    bool l_bad = false, inv_bad = false, sinv_bad = false;
+    int upper = 0;
+    for (size_t e = t; e < csq; e += T) {
+      const int i = int(e / size_t(C)), j = int(e % size_t(C));
+      const double l = path_l(e), gle = gl[e];
+      const uint16_t ib = p.inv[at + e];
+      const uint16_t sb = p.gold_l_inv ? p.gold_l_inv[at + e] : uint16_t(0);
+      l_bad |= !std::isfinite(l);
+      inv_bad |= (ib & 0x7C00) == 0x7C00;
+      sinv_bad |= (sb & 0x7C00) == 0x7C00;
+      if (!std::isfinite(gle)) upper |= kGoldLBad;
+      if (j > i) {
+        if (l != 0.0) upper |= kUpperL;
+        if (gle != 0.0) upper |= kUpperGoldL;
+        if ((ib & 0x7FFF) != 0) upper |= kUpperInv;
+        if (gi[e] != 0.0) upper |= kUpperGoldInv;
+        if ((sb & 0x7FFF) != 0) upper |= kUpperGoldRun;
+      } else {
+        m.lp[packed_at(i, j)] = l;
+        m.inv[packed_at(i, j)] = fp64::fp16_value(ib);
+      }
+    }
+    if (l_bad) blk.set(&fl->l_bad);
+    if (inv_bad) blk.set(&fl->inv_bad);
+    if (sinv_bad) blk.set(&fl->sinv_bad);
+    if (upper) blk.set_bits(&fl->upper, upper);
+  });
+  const bool l_ok = fl->l_bad == 0, inv_ok = fl->inv_bad == 0, method = l_ok && inv_ok;
+  const bool gold_run_ok = p.gold_l_inv != nullptr && fl->sinv_bad == 0;
+  if (!fast_rules_hold(fl->upper, l_ok, inv_ok, gold_run_ok)) {
+    blk.each([&](int t) {
+      if (t == 0) slow[s] = 1;
+    });
+    return;
+  }
+  blk.each([&](int t) {  // unit_lower_inverse(path L), as metrics_program
+    if (t == 0) slow[s] = 0;
+    if (!method || own_gold_l) return;
+    for (int c = t; c < C; c += T)
+      fp64::unit_lower_solve_column(
+          C, c, c & ~31, [&](int i, int j) { return m.lp[packed_at(i, j)]; },
+          [&](int i) -> double& { return m.s1[size_t(i) * C + c]; });
+  });
+
+  // B = INV for the residual's product: entry (k, j), k >= j, from the packed
+  // copy; below C = 7 (Eigen's coefficient-based product reads every k) the
+  // entries above the diagonal come from the FP16 bits.
+  auto inv_kj = [&](int k, int j) { return k >= j ? m.inv[packed_at(k, j)] : fp64::fp16_value(p.inv[at + size_t(k) * C + j]); };
+  for (int k0 = 0; k0 < P; k0 += S) {
+    const int len = P - k0 < S ? P - k0 : S;
+    blk.each([&](int t) {
+      int i = 0;
+      bool s2_bad = false;
+      for (int k = k0 + t; k < k0 + len; k += T) {
+        while (packed_at(i + 1, 0) <= k) ++i;
+        const int j = k - packed_at(i, 0);
+        const size_t e = size_t(i) * C + j;
+        const double gle = gl[e], gie = gi[e], inv = m.inv[k];
+        double* q = m.terms + (k - k0);
+        double d;
+        if (l_ok) {  // l_rel_rmse
+          d = path_l(e) - gle;
+          q[0] = d * d;
+          q[5 * SS] = gle * gle;
+        }
+        if (inv_ok) {  // inv_total_rel_rmse
+          d = inv - gie;
+          q[1 * SS] = d * d;
+          q[6 * SS] = gie * gie;
+        }
+        if (method) {  // inv_method_only_rel_rmse
+          const double x = own_gold_l ? gie : m.s1[e];
+          d = inv - x;
+          q[2 * SS] = d * d;
+          q[7 * SS] = x * x;
+        }
+        if (gold_run_ok) {  // inv_gold_l_rel_rmse
+          d = fp64::fp16_value(p.gold_l_inv[at + e]) - gie;
+          q[3 * SS] = d * d;
+          q[8 * SS] = gie * gie;
+        }
+        if (inv_ok) {  // inverse_residual: (I + gold L) * INV against I
+          const double r = fp64::unit_plus_times(
+              C, i, j, 3 * C < 20 ? 0 : j, i + 1, [&](int r, int c) { return gl[size_t(r) * C + c]; }, inv_kj);
+          s2_bad |= !std::isfinite(r);
+          const double y = i == j ? 1.0 : 0.0;
+          d = r - y;
+          q[4 * SS] = d * d;
+          q[9 * SS] = y * y;
+        }
+      }
+      if (s2_bad) blk.set(&fl->s2_bad);
+    });
+    blk.each([&](int t) {  // the sums, each in the host's order; the unused ones add what nobody reads
+      if (t >= kChains) return;
+      const double* q = m.terms + size_t(t) * SS;
+      double a = m.acc[t];
+      for (int k = 0; k < len; ++k) a += q[k];
+      m.acc[t] = a;
+    });
+  }
+
+  blk.each([&](int t) {
+    if (t != 0) return;
+    double* o = out + size_t(s) * kNeumannMetricCount;
+    auto value = [&](int q, bool finite) {
+      fp64::RelRmse r;
+      r.err = m.acc[q];
+      r.ref = m.acc[5 + q];
+      r.finite = finite;
+      return r.value(C * C);
+    };
+    o[0] = static_cast<double>(fl->zeros);
+    o[1] = static_cast<double>(fl->nonfinite);
+    o[2] = l_ok ? 1.0 : 0.0;
+    o[3] = inv_ok ? 1.0 : 0.0;
+    o[4] = l_ok ? value(0, true) : INFINITY;
+    o[5] = inv_ok ? value(1, true) : INFINITY;
+    o[6] = method ? value(2, true) : INFINITY;
+    o[7] = p.gold_l_inv ? value(3, gold_run_ok) : NAN;
+    o[8] = inv_ok ? value(4, fl->s2_bad == 0) : INFINITY;
+    o[9] = p.highest_power ? static_cast<double>(p.highest_power[s]) : NAN;
+    o[10] = p.power_max ? static_cast<double>(p.power_max[s]) : NAN;
+    o[11] = p.gold_l_highest_power ? static_cast<double>(p.gold_l_highest_power[s]) : NAN;
+    o[12] = p.gold_l_power_max ? static_cast<double>(p.gold_l_power_max[s]) : NAN;
+  });
+}
+
+// evaluate_reference(gold) by the fast program's rules: for samples whose
+// gold L is finite and both matrices zero above the diagonal (else slow[s]
+// is set, for reference_program). Shared memory: the gold inverse packed,
+// then a slab of the residual's two sums' terms, then the sums.
+CHUNKINV_HD inline size_t fast_reference_smem_doubles(int C) {
+  return size_t(packed_size(C)) + 2 * size_t(slab_stride(C)) + 2;
+}
+
+template <class Block>
+CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, double* out, long s, double* sm,
+                                        BlockFlags* fl, int* slow) {
+  const int C = g.chunk, T = blk.threads, P = packed_size(C), S = slab_size(C), SS = slab_stride(C);
+  const size_t csq = size_t(C) * C, at = size_t(s) * csq;
+  double* const X = sm;                  // the gold inverse, packed
+  double* const terms = X + P;           // 2 x SS
+  double* const acc = terms + 2 * SS;    // 2
+  const double* gl = g.gold_l + at;
+
+  blk.each([&](int t) {
+    if (t == 0) {
+      fl->inv_bad = fl->upper = fl->s2_bad = 0;
+      fl->max_bits = 0;
+    }
+    if (t < 2) acc[t] = 0.0;
+  });
+  blk.each([&](int t) {
+    bool inv_bad = false, upper = false;
+    uint64_t max_bits = 0;
+    for (size_t e = t; e < csq; e += T) {
+      const int i = int(e / size_t(C)), j = int(e % size_t(C));
+      const double v = g.gold_inv[at + e], l = gl[e];
+      if (!std::isfinite(v)) inv_bad = true;
+      else if (const uint64_t b = hd::bits(std::fabs(v)); b > max_bits) max_bits = b;
+      upper |= !std::isfinite(l);
+      if (j > i) upper |= v != 0.0 || l != 0.0;
+      else X[packed_at(i, j)] = v;
+    }
+    if (inv_bad) blk.set(&fl->inv_bad);
+    if (upper) blk.set(&fl->upper);
+    if (max_bits) blk.max(&fl->max_bits, max_bits);
+  });
+  if (fl->upper) {
+    blk.each([&](int t) {
+      if (t == 0) slow[s] = 1;
+    });
+    return;
+  }
+  const bool inv_ok = fl->inv_bad == 0;
+  if (inv_ok) {
+    auto x_kj = [&](int k, int j) { return k >= j ? X[packed_at(k, j)] : g.gold_inv[at + size_t(k) * C + j]; };
+    for (int k0 = 0; k0 < P; k0 += S) {
+      const int len = P - k0 < S ? P - k0 : S;
+      blk.each([&](int t) {
+        int i = 0;
+        bool s2_bad = false;
+        for (int k = k0 + t; k < k0 + len; k += T) {
+          while (packed_at(i + 1, 0) <= k) ++i;
+          const int j = k - packed_at(i, 0);
+          const double r = fp64::unit_plus_times(
+              C, i, j, 3 * C < 20 ? 0 : j, i + 1, [&](int r, int c) { return gl[size_t(r) * C + c]; }, x_kj);
+          s2_bad |= !std::isfinite(r);
+          const double y = i == j ? 1.0 : 0.0, d = r - y;
+          terms[k - k0] = d * d;
+          terms[SS + k - k0] = y * y;
+        }
+        if (s2_bad) blk.set(&fl->s2_bad);
+      });
+      blk.each([&](int t) {
+        if (t >= 2) return;
+        const double* q = terms + size_t(t) * SS;
+        double a = acc[t];
+        for (int k = 0; k < len; ++k) a += q[k];
+        acc[t] = a;
+      });
+    }
+  }
+  blk.each([&](int t) {
+    if (t != 0) return;
+    slow[s] = 0;
+    double* o = out + size_t(s) * kReferenceMetricCount;
+    fp64::RelRmse r;
+    r.err = acc[0];
+    r.ref = acc[1];
+    r.finite = fl->s2_bad == 0;
+    o[0] = 1.0;  // the gold L is finite here
+    o[1] = inv_ok ? 1.0 : 0.0;
+    o[2] = inv_ok ? r.value(C * C) : INFINITY;
+    o[3] = inv_ok ? hd::from_bits(fl->max_bits) : INFINITY;
   });
 }
 

@@ -78,8 +78,12 @@ CHUNKINV_HD inline void unit_lower_solve_column(int C, int c, int first, const L
 // `k_end` (<= C) skips the terms with k >= k_end: pass C for Eigen's bits;
 // i + 1 where L is strictly lower and every b_kj is finite (the skipped
 // terms are then zeros, which can change only the sign of a zero result).
+// `k_begin` skips the terms with k < k_begin: 0 for Eigen's bits; j where
+// also b_kj = +-0 for k < j and every l(i, k) is finite, and C >= 7 (the
+// block-panel kernel's accumulators start at +0, so the skipped zeros change
+// no bit; the coefficient-based product starts from a term, not from +0).
 template <class L, class B>
-CHUNKINV_HD inline double unit_plus_times(int C, int i, int j, int k_end, const L& l, const B& b) {
+CHUNKINV_HD inline double unit_plus_times(int C, int i, int j, int k_begin, int k_end, const L& l, const B& b) {
   if (3 * C < 20) {
     double s = ((i == 0) ? 1.0 : 0.0) + l(i, 0);
     s = s * b(0, j);
@@ -87,7 +91,7 @@ CHUNKINV_HD inline double unit_plus_times(int C, int i, int j, int k_end, const 
     return s;
   }
   double acc = 0.0, odd = 0.0;
-  int k = 0;
+  int k = k_begin;
   if (i < (C & ~3)) {
     const int peeled = (C & ~7) < k_end ? (C & ~7) : k_end;
     for (; k < peeled; ++k) {
@@ -99,6 +103,10 @@ CHUNKINV_HD inline double unit_plus_times(int C, int i, int j, int k_end, const 
   }
   for (; k < k_end; ++k) acc += b(k, j) * (((i == k) ? 1.0 : 0.0) + l(i, k));
   return acc * 1.0 + 0.0;
+}
+template <class L, class B>
+CHUNKINV_HD inline double unit_plus_times(int C, int i, int j, int k_end, const L& l, const B& b) {
+  return unit_plus_times(C, i, j, 0, k_end, l, b);
 }
 
 // rel_rmse(a, e) of metrics.cpp, one entry at a time in the matrices' data

@@ -55,6 +55,7 @@ struct HostBlock {
     return {std::vector<V>(size_t(threads))};
   }
   void set(int* p) const { *p = 1; }
+  void set_bits(int* p, int v) const { *p |= v; }
   void add(int* p, int v) const { *p += v; }
   void max(unsigned long long* p, unsigned long long v) const {
     if (v > *p) *p = v;
@@ -85,18 +86,47 @@ void gold_on_host(const gpu::GoldOnDevice& a) {
   else gold_on_host_as<false>(a);
 }
 
+// Samples the fast metrics program took and left, over the whole test run.
+struct FastCounts {
+  long fast = 0, slow = 0;
+};
+FastCounts fast_counts;
+
+// As metrics_on_device runs them: the fast program, then the full one on the samples it leaves.
 void metrics_on_host(const gpu::GoldRead& g, const gpu::PathOnDevice& p, double* out) {
+  using namespace gpu::blocks;
+  std::vector<double> sm(std::max(metrics_smem_doubles(g.chunk), fast_metrics_smem_doubles(g.chunk)), -7.0);
+  BlockFlags fl{};
+  const HostBlock blk{block_threads(g.chunk)};
+  std::vector<int> slow(size_t(g.n), -1);
+  for (long s = 0; s < g.n; ++s) {
+    metrics_fast_program(blk, g, p, out, s, sm.data(), &fl, slow.data());
+    if (slow[s]) metrics_program(blk, g, p, out, s, sm.data(), &fl);
+    ++(slow[s] ? fast_counts.slow : fast_counts.fast);
+  }
+}
+
+// The full program alone.
+void full_metrics_on_host(const gpu::GoldRead& g, const gpu::PathOnDevice& p, double* out) {
   using namespace gpu::blocks;
   std::vector<double> sm(metrics_smem_doubles(g.chunk), -7.0);
   BlockFlags fl{};
   for (long s = 0; s < g.n; ++s) metrics_program(HostBlock{block_threads(g.chunk)}, g, p, out, s, sm.data(), &fl);
 }
 
-void reference_on_host(const gpu::GoldRead& g, double* out) {
+// The reference programs as metrics_on_device runs them (fast, then full where left), or the full one alone.
+FastCounts reference_counts;
+void reference_on_host(const gpu::GoldRead& g, double* out, bool full_only) {
   using namespace gpu::blocks;
-  std::vector<double> sm(reference_smem_doubles(g.chunk), -7.0);
+  std::vector<double> sm(std::max(reference_smem_doubles(g.chunk), fast_reference_smem_doubles(g.chunk)), -7.0);
   BlockFlags fl{};
-  for (long s = 0; s < g.n; ++s) reference_program(HostBlock{block_threads(g.chunk)}, g, out, s, sm.data(), &fl);
+  const HostBlock blk{block_threads(g.chunk)};
+  std::vector<int> slow(size_t(g.n), 1);
+  for (long s = 0; s < g.n; ++s) {
+    if (!full_only) reference_fast_program(blk, g, out, s, sm.data(), &fl, slow.data());
+    if (slow[s]) reference_program(blk, g, out, s, sm.data(), &fl);
+    if (!full_only) ++(slow[s] ? reference_counts.slow : reference_counts.fast);
+  }
 }
 
 // ---- Inputs ----------------------------------------------------------------
@@ -412,20 +442,37 @@ TEST(DeviceMetrics, MetricProgramsOnTheCpuAreEvaluateBitForBit) {
     const gpu::GoldRead g{b.n(), b.C, gl.data(), gi.data()};
     const PathArrays p = path_arrays(b, gold, 77 + b.C);
     for (Variant v : kVariants) {
+      const std::vector<double> want = cpu_metrics(p, gold, b.C, v);
       std::vector<double> out(size_t(b.n()) * gpu::kNeumannMetricCount, -1.0);
+      full_metrics_on_host(g, path_view(p, v, gl.data()), out.data());
+      differing += values_differing(out, want, b.what + " (full program)", gpu::kNeumannMetricCount);
+      values += long(out.size());
+      std::fill(out.begin(), out.end(), -1.0);
       metrics_on_host(g, path_view(p, v, gl.data()), out.data());
-      differing += values_differing(out, cpu_metrics(p, gold, b.C, v), b.what, gpu::kNeumannMetricCount);
+      differing += values_differing(out, want, b.what, gpu::kNeumannMetricCount);
       values += long(out.size());
       for (size_t e = 6; e < out.size(); e += gpu::kNeumannMetricCount) method_only_finite += std::isfinite(out[e]);
     }
-    std::vector<double> ref(size_t(b.n()) * gpu::kReferenceMetricCount, -1.0);
-    reference_on_host(g, ref.data());
-    differing += values_differing(ref, cpu_reference(gold), b.what + " (reference)", gpu::kReferenceMetricCount);
-    values += long(ref.size());
+    const std::vector<double> want = cpu_reference(gold);
+    for (bool full_only : {true, false}) {
+      std::vector<double> ref(size_t(b.n()) * gpu::kReferenceMetricCount, -1.0);
+      reference_on_host(g, ref.data(), full_only);
+      differing += values_differing(ref, want, b.what + (full_only ? " (reference, full program)" : " (reference)"),
+                                    gpu::kReferenceMetricCount);
+      values += long(ref.size());
+    }
   }
-  std::printf("metric programs on the CPU: %ld of %ld values differ from evaluate() (%ld finite inv_method_only_rel_rmse)\n",
-              differing, values, method_only_finite);
-  EXPECT_GT(method_only_finite, values / gpu::kNeumannMetricCount / 3);
+  std::printf("metric programs on the CPU: %ld of %ld values differ from evaluate() (%ld finite inv_method_only_rel_rmse; "
+              "the fast program took %ld samples, left %ld)\n",
+              differing, values, method_only_finite, fast_counts.fast, fast_counts.slow);
+  EXPECT_GT(method_only_finite, values / gpu::kNeumannMetricCount / 6);
+  // Both ways are exercised: most samples are lower triangular; junk above L's diagonal (kind 6), a NaN or an
+  // overflow above INV's (kinds 3 and 4, half the time) and a non-finite gold L (extreme batches) are not.
+  EXPECT_GT(fast_counts.fast, fast_counts.slow);
+  EXPECT_GT(fast_counts.slow, 0);
+  std::printf("reference: the fast program took %ld samples, left %ld\n", reference_counts.fast, reference_counts.slow);
+  EXPECT_GT(reference_counts.fast, reference_counts.slow);
+  EXPECT_GT(reference_counts.slow, 0);
   EXPECT_EQ(differing, 0);
 }
 
