@@ -64,8 +64,13 @@ CHUNKINV_HD inline void tile_coords(int q, int& ti, int& tj) {
   tj = q - ti * (ti + 1) / 2;
 }
 
-// The gold's shared memory (doubles): L, then X (the inverse) sharing its
-// space with the staged keys and cumulated gates, then cum and beta.
+// A lower triangle packed by rows: (i, j), j <= i, at i (i + 1) / 2 + j.
+CHUNKINV_HD inline int packed_size(int C) { return C * (C + 1) / 2; }
+CHUNKINV_HD inline int packed_at(int i, int j) { return i * (i + 1) / 2 + j; }
+
+// The gold's shared memory (doubles): L's lower triangle packed, then X
+// (the inverse) sharing its space with the staged keys and cumulated
+// gates, then cum and beta.
 struct GoldSmem {
   double *L, *X, *keyt, *cumt, *cum, *beta;
 };
@@ -74,7 +79,7 @@ CHUNKINV_HD inline size_t gold_staging(int C, bool channel) {
 }
 // L's space rounded up to an even count: the staged keys start 16-byte
 // aligned, for the dot products' paired loads.
-CHUNKINV_HD inline size_t gold_l_doubles(int C) { return (size_t(C) * C + 1) & ~size_t(1); }
+CHUNKINV_HD inline size_t gold_l_doubles(int C) { return (size_t(packed_size(C)) + 1) & ~size_t(1); }
 CHUNKINV_HD inline size_t gold_smem_doubles(int C, bool channel) {
   const size_t csq = size_t(C) * C, staging = gold_staging(C, channel);
   return gold_l_doubles(C) + (csq > staging ? csq : staging) + 2 * size_t(C);
@@ -104,6 +109,20 @@ CHUNKINV_HD inline void load_pair(const double* p, double (&v)[2]) {
 #endif
 }
 
+// p[0..7] into v; p 16-byte aligned (one 16-byte load on the GPU).
+CHUNKINV_HD inline void load_8(const uint16_t* p, uint16_t (&v)[8]) {
+#ifdef __CUDA_ARCH__
+  const uint4 w = *reinterpret_cast<const uint4*>(p);
+  const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+  for (int q = 0; q < 4; ++q) {
+    v[2 * q] = uint16_t(u[q] & 0xFFFF);
+    v[2 * q + 1] = uint16_t(u[q] >> 16);
+  }
+#else
+  for (int q = 0; q < 8; ++q) v[q] = p[q];
+#endif
+}
+
 // compute_gold for sample s. kMaxTiles >= tiles_per_thread(C); kChannel is
 // gate_width != 1 (compute_gold's own test: per-channel gates with d = 1
 // take the per-token formula there too).
@@ -128,7 +147,7 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
       }
     }
     for (int i = t; i < C; i += T) m.beta[i] = a.beta[size_t(s) * C + i];
-    for (size_t e = t; e < csq; e += T) m.L[e] = 0.0;
+    for (int e = t; e < packed_size(C); e += T) m.L[e] = 0.0;
     CHUNKINV_UNROLL
     for (int q = 0; q < kMaxTiles; ++q)
       for (int r = 0; r < 4; ++r) acc[t].v[q][r] = 0.0;
@@ -137,10 +156,23 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
   for (int k0 = 0; k0 < d; k0 += kKeyTile) {
     const int kn = d - k0 < kKeyTile ? d - k0 : kKeyTile;
     blk.each([&](int t) {
-      // Keys of channels k0..k0+kn-1 as doubles, channel-major; rows C..CP-1 zero.
-      for (int e = t; e < CP * kn; e += T) {
-        const int r = e / kn, kk = e % kn;
-        m.keyt[kk * CP + r] = r < C ? fp64::bf16_value(keys[size_t(r) * d + k0 + kk]) : 0.0;
+      // Keys of channels k0..k0+kn-1 as doubles, channel-major; rows C..CP-1
+      // zero. Consecutive threads take consecutive rows (stores to
+      // consecutive addresses); with whole groups of 8 channels a thread
+      // reads 8 at once (16 bytes).
+      if (d % 8 == 0 && kn % 8 == 0) {
+        for (int e = t; e < CP * (kn / 8); e += T) {
+          const int r = e % CP, k8 = 8 * (e / CP);
+          uint16_t b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          if (r < C) load_8(keys + size_t(r) * d + k0 + k8, b);
+          CHUNKINV_UNROLL
+          for (int u = 0; u < 8; ++u) m.keyt[(k8 + u) * CP + r] = r < C ? fp64::bf16_value(b[u]) : 0.0;
+        }
+      } else {
+        for (int e = t; e < CP * kn; e += T) {
+          const int r = e % CP, kk = e / CP;
+          m.keyt[kk * CP + r] = r < C ? fp64::bf16_value(keys[size_t(r) * d + k0 + kk]) : 0.0;
+        }
       }
       if (kChannel)  // G cumulated per channel in FP64, token order
         for (int kk = t; kk < kn; kk += T) {
@@ -199,7 +231,7 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
         if (!(i < C && j < i)) continue;
         const double v = kChannel ? m.beta[i] * acc[t].v[q][r]
                                   : m.beta[i] * acc[t].v[q][r] * detmath::hd::exp(fp64::min0(m.cum[i] - m.cum[j]));
-        m.L[size_t(i) * C + j] = v;
+        m.L[packed_at(i, j)] = v;
         bad |= !std::isfinite(v);
       }
     }
@@ -208,13 +240,15 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
 
   blk.each([&](int t) {
     for (size_t e = t; e < csq; e += T) {
-      a.gold_l[size_t(s) * csq + e] = m.L[e];
-      if (a.gold_l_fp16) a.gold_l_fp16[size_t(s) * csq + e] = fp16_bits_rn(m.L[e]);
+      const int i = int(e / size_t(C)), j = int(e % size_t(C));
+      const double v = j <= i ? m.L[packed_at(i, j)] : 0.0;
+      a.gold_l[size_t(s) * csq + e] = v;
+      if (a.gold_l_fp16) a.gold_l_fp16[size_t(s) * csq + e] = fp16_bits_rn(v);
     }
     const bool finite = fl->l_bad == 0;
     for (int c = t; c < C; c += T)
       fp64::unit_lower_solve_column(
-          C, c, finite ? (c & ~31) : 0, [&](int i, int j) { return m.L[size_t(i) * C + j]; },
+          C, c, finite ? (c & ~31) : 0, [&](int i, int j) { return m.L[packed_at(i, j)]; },
           [&](int i) -> double& { return m.X[size_t(i) * C + c]; });
   });
 
@@ -388,8 +422,6 @@ CHUNKINV_HD inline bool fast_rules_hold(int upper, bool l_ok, bool inv_ok, bool 
   if (gold_run_ok) needs |= kUpperGoldRun | kUpperGoldInv;                  // inv_gold_l_rel_rmse
   return (upper & needs) == 0;
 }
-CHUNKINV_HD inline int packed_size(int C) { return C * (C + 1) / 2; }
-CHUNKINV_HD inline int packed_at(int i, int j) { return i * (i + 1) / 2 + j; }  // (i, j), j <= i
 CHUNKINV_HD inline int slab_size(int C) { return packed_size(C) < 256 ? packed_size(C) : 256; }
 CHUNKINV_HD inline int slab_stride(int C) { return slab_size(C) | 1; }  // odd: the sums' threads read different banks
 
