@@ -56,16 +56,21 @@ struct NormalPair {
 // counter (pair << 8) | a. Rejection leaves p < 2^-200 of pairs unresolved
 // after 256 attempts, so the loop is bounded in practice and the result exact.
 CHUNKINV_HD inline NormalPair normal_pair(uint64_t seed, uint64_t sample, uint32_t stream, uint64_t pair) {
-  for (uint64_t a = 0; a < 256; ++a) {
+  // The draws until one falls inside the unit disc, then the transform once:
+  // on a GPU the lanes of a warp that accept at different draws meet again
+  // before the log, instead of taking it one after another.
+  double u = 0.0, v = 0.0, s = 0.0;
+  bool inside = false;
+  for (uint64_t a = 0; a < 256 && !inside; ++a) {
     const Block b = block(seed, sample, stream, (pair << 8) | a);
-    const double u = 2.0 * to_unit(b.v[0], b.v[1]) - 1.0;
-    const double v = 2.0 * to_unit(b.v[2], b.v[3]) - 1.0;
-    const double s = u * u + v * v;
-    if (s >= 1.0 || s == 0.0) continue;
-    const double f = std::sqrt(-2.0 * detmath::hd::log(s) / s);
-    return {u * f, v * f};
+    u = 2.0 * to_unit(b.v[0], b.v[1]) - 1.0;
+    v = 2.0 * to_unit(b.v[2], b.v[3]) - 1.0;
+    s = u * u + v * v;
+    inside = !(s >= 1.0 || s == 0.0);
   }
-  return {0.0, 0.0};
+  if (!inside) return {0.0, 0.0};
+  const double f = std::sqrt(-2.0 * detmath::hd::log(s) / s);
+  return {u * f, v * f};
 }
 
 // Normal `index` of a stream: one of the pair index / 2.

@@ -151,9 +151,11 @@ __global__ void token_values(GenArgs a) {
 
 template <Kind K>
 void launch(const GenArgs& a, cudaStream_t stream) {
-  // Lanes per key row: about 8 pairs each (G = 8 at d = 128), 1 to 32.
+  // Lanes per key row: about 16 pairs each (G = 4 at d = 128), 1 to 32.
+  // Each lane of a row's group sums the row's squares (one serial sum, in
+  // column order), so fewer lanes a row spend less on that sum.
   int G = 1;
-  while (G < 32 && 16 * G < a.dim) G *= 2;
+  while (G < 32 && 32 * G < a.dim) G *= 2;
   // Warps per block: as many as 8 whose rows fit in 48 KiB.
   const size_t warp_bytes = size_t(32 / G) * size_t(a.dim | 1) * sizeof(double);
   const int warps = int(std::clamp<size_t>(kSmemPerBlock / warp_bytes, 1, kThreads / 32));

@@ -41,7 +41,6 @@ namespace {
 using namespace tiles;
 
 constexpr int kWarpsPerBlockMax = 8;
-constexpr int kBlockSmemBudget = 96 * 1024;  // two blocks fit an SM's 228 KB
 constexpr uint16_t kF16One = 0x3C00;
 
 // D = A * B (+ Add), all cp x cp FP16 in shared memory, through
@@ -386,6 +385,32 @@ class KernelPath final : public Path {
 
 }  // namespace
 
+namespace {
+
+// The warps of a block (one task each) that keep the most warps resident
+// on a multiprocessor, whose shared memory is what limits them: blocks of w
+// warps take w * warp_smem bytes each plus what the device reserves per
+// block. The fewest warps among equals (finer grids, shorter tails). The
+// result does not change what a warp computes, only where it runs.
+int warps_per_block(size_t warp_smem, int optin) {
+  int dev = 0, sm_bytes = 0, reserved = 0, max_warps = 0, max_blocks = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&max_warps, cudaDevAttrMaxThreadsPerMultiProcessor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&max_blocks, cudaDevAttrMaxBlocksPerMultiprocessor, dev));
+  max_warps /= 32;
+  int best = 1, best_resident = 0;
+  for (int w = 1; w <= kWarpsPerBlockMax && size_t(w) * warp_smem <= size_t(optin); ++w) {
+    const size_t blocks = std::min<size_t>(size_t(sm_bytes) / (size_t(w) * warp_smem + size_t(reserved)), max_blocks);
+    const int resident = int(std::min<size_t>(blocks * size_t(w), size_t(max_warps)));
+    if (resident > best_resident) best = w, best_resident = resident;
+  }
+  return best;
+}
+
+}  // namespace
+
 KernelLaunch plan_launch(int cp, int dim) {
   const int optin = detail::allow_optin_smem(reinterpret_cast<const void*>(kernel_path_kernel));
   KernelLaunch l;
@@ -393,7 +418,7 @@ KernelLaunch plan_launch(int cp, int dim) {
   if (l.warp_smem > size_t(optin))
     throw UsageError("path kernel: chunk " + std::to_string(cp) + " x dim " + std::to_string(dim) +
                      " needs more shared memory than one block has");
-  l.warps = int(std::clamp<size_t>(kBlockSmemBudget / l.warp_smem, 1, kWarpsPerBlockMax));
+  l.warps = warps_per_block(l.warp_smem, optin);
   return l;
 }
 
