@@ -422,7 +422,14 @@ CHUNKINV_HD inline bool fast_rules_hold(int upper, bool l_ok, bool inv_ok, bool 
   if (gold_run_ok) needs |= kUpperGoldRun | kUpperGoldInv;                  // inv_gold_l_rel_rmse
   return (upper & needs) == 0;
 }
-CHUNKINV_HD inline int slab_size(int C) { return packed_size(C) < 256 ? packed_size(C) : 256; }
+// Entries of a slab: 64 up to C = 32, so that a block's shared memory stays
+// small and more blocks share a multiprocessor (the programs wait on
+// latency, not on bandwidth); 256 above, where the path's packed L needs
+// as much of the same space anyway.
+CHUNKINV_HD inline int slab_size(int C) {
+  const int s = C <= 32 ? 64 : 256;
+  return packed_size(C) < s ? packed_size(C) : s;
+}
 CHUNKINV_HD inline int slab_stride(int C) { return slab_size(C) | 1; }  // odd: the sums' threads read different banks
 
 struct FastSmem {
