@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -131,14 +130,6 @@ void reference_on_host(const gpu::GoldRead& g, double* out, bool full_only) {
 
 // ---- Inputs ----------------------------------------------------------------
 
-bool same_bits(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-  uint64_t u, v;
-  std::memcpy(&u, &a, 8);
-  std::memcpy(&v, &b, 8);
-  return u == v;
-}
-
 // n samples of one shape, packed as gold_on_device reads them.
 struct Batch {
   int C = 0, d = 0, w = 1;
@@ -250,8 +241,8 @@ long gold_differing(const Batch& b, const std::vector<GoldOutput>& gold, const s
     for (int r = 0; r < b.C; ++r)
       for (int c = 0; c < b.C; ++c) {
         const size_t e = s * csq + size_t(r) * b.C + c;
-        differing += !same_bits(l[e], gold[s].L(r, c));
-        differing += !same_bits(inv[e], gold[s].inv(r, c));
+        differing += !gputest::same_double(l[e], gold[s].L(r, c));
+        differing += !gputest::same_double(inv[e], gold[s].inv(r, c));
         differing += l16[e] != gpu::fp16_bits_rn(gold[s].L(r, c));  // as the kernel path packs its gold_l
       }
   return differing;
@@ -389,7 +380,7 @@ std::vector<double> cpu_reference(const std::vector<GoldOutput>& gold) {
 long values_differing(const std::vector<double>& a, const std::vector<double>& b, const std::string& what, int M) {
   long n = 0;
   for (size_t e = 0; e < a.size(); ++e)
-    if (!same_bits(a[e], b[e])) {
+    if (!gputest::same_double(a[e], b[e])) {
       if (++n <= 5)
         ADD_FAILURE() << what << ": sample " << e / M << " metric " << e % M << ": " << a[e] << " vs CPU " << b[e];
     }

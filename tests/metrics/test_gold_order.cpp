@@ -6,52 +6,23 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "core/fp.hpp"
+#include "gpu/gpu_test_common.hpp"
 #include "methods/method.hpp"
 #include "metrics/fp64_order.hpp"
 #include "metrics/metrics.hpp"
 #include "model/outputs.hpp"
 
 using namespace chunkinv;
+using gputest::same_double;
+using Rng = gputest::TestRng;
 
 namespace {
 
-// splitmix64: deterministic test inputs.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return double(next() >> 11) * 0x1p-53; }
-  double normal() {
-    const double u1 = 1.0 - uniform(), u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
-  int integer(int n) { return int(next() % uint64_t(n)); }
-
- private:
-  uint64_t s_;
-};
-
-// Same bits, except that every NaN equals every NaN (payloads are not
-// portable: x86 and the GPU make different default NaNs).
-bool same_bits(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-  uint64_t u, v;
-  std::memcpy(&u, &a, 8);
-  std::memcpy(&v, &b, 8);
-  return u == v;
-}
-
 int count_differing(const Mat& a, const Mat& b) {
   int n = 0;
-  for (Eigen::Index e = 0; e < a.size(); ++e) n += !same_bits(a.data()[e], b.data()[e]);
+  for (Eigen::Index e = 0; e < a.size(); ++e) n += !same_double(a.data()[e], b.data()[e]);
   return n;
 }
 
@@ -199,7 +170,7 @@ TEST(GoldOrder, RelRmseAndResidualAreTheMetricsBitForBit) {
       if (t % 5 == 4) a(rng.integer(C), rng.integer(C)) = INFINITY;
       fp64::RelRmse r;
       for (Eigen::Index e = 0; e < a.size(); ++e) r.add(a.data()[e], gold.inv.data()[e]);
-      differing += !same_bits(r.value(int(a.size())), rel_rmse(a, gold.inv));
+      differing += !same_double(r.value(int(a.size())), rel_rmse(a, gold.inv));
       // evaluate_reference's residual: the plain product with skipped zeros, then rel_rmse against I.
       double ref[4];
       evaluate_reference(gold, ref);
@@ -212,7 +183,7 @@ TEST(GoldOrder, RelRmseAndResidualAreTheMetricsBitForBit) {
           for (int j = 0; j < C; ++j) q.add(p(i, j), i == j ? 1.0 : 0.0);
         residual = q.value(C * C);
       }
-      differing += !same_bits(residual, ref[2]);
+      differing += !same_double(residual, ref[2]);
     }
   EXPECT_EQ(differing, 0);
 }
@@ -220,8 +191,8 @@ TEST(GoldOrder, RelRmseAndResidualAreTheMetricsBitForBit) {
 TEST(GoldOrder, BitPatternValuesAreExact) {
   for (int b = 0; b < 65536; ++b) {
     const uint16_t u = uint16_t(b);
-    ASSERT_TRUE(same_bits(fp64::fp16_value(u), fp16_from_bits(u))) << b;
-    ASSERT_TRUE(same_bits(fp64::bf16_value(u), bf16_from_bits(u))) << b;
+    ASSERT_TRUE(same_double(fp64::fp16_value(u), fp16_from_bits(u))) << b;
+    ASSERT_TRUE(same_double(fp64::bf16_value(u), bf16_from_bits(u))) << b;
   }
   EXPECT_EQ(fp64::min0(-0.0), 0.0);
   EXPECT_TRUE(std::signbit(fp64::min0(-0.0)));
