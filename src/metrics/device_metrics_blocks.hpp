@@ -20,8 +20,13 @@
 //    broadcast read; on a finite L a warp skips the rows above its first
 //    column (exact, see fp64_order.hpp);
 //  - residual product: one thread per entry (fp64::unit_plus_times);
-//  - each rel_rmse is a serial sum over C^2 entries: the metrics of a sample
-//    run at once, one thread each, on different warps where there are.
+//  - each rel_rmse is a serial sum: in the full programs (metrics_program,
+//    reference_program) over C^2 entries, the metrics of a sample at once,
+//    one thread each, on different warps where there are; in the fast
+//    programs (metrics_fast_program, reference_fast_program: the samples
+//    whose matrices are zero above the diagonal) over the lower triangle,
+//    a slab of terms formed by every thread, then each sum's terms added
+//    in order by one thread.
 #pragma once
 #include <cmath>
 #include <cstddef>
