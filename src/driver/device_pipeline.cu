@@ -73,7 +73,7 @@ int option_int(const PathOptions& o, const char* name, int fallback) {
 KernelChoice kernel_choice(const Group& g, const std::vector<PathChoice>& paths) {
   KernelChoice k;
   for (const Task& t : g.tasks) {
-    if (t.reference || paths[t.path].spec->name != std::string_view("kernel")) continue;
+    if (!kernel_task(t, paths)) continue;
     k.version = option_int(paths[t.path].options, "version", gpu::kDefaultKernelVersion);
     k.pad = option_int(paths[t.path].options, "pad", 0);
   }

@@ -282,6 +282,45 @@ CHUNKINV_HD inline double rel_rmse_serial(int C, const double* a64, const uint16
   return r.value(n);
 }
 
+// Thread t's share of a path's decay counts (decays == 0, non-finite
+// inverse decays), added to fl->zeros and fl->nonfinite.
+template <class Block>
+CHUNKINV_HD void count_decays(const Block& blk, const PathOnDevice& p, long s, int t, BlockFlags* fl) {
+  const int T = blk.threads;
+  int zeros = 0, nonfinite = 0;
+  if (p.decay)
+    for (int e = t; e < p.decays; e += T) zeros += (p.decay[size_t(s) * p.decays + e] & 0x7FFF) == 0;
+  if (p.inv_decay)
+    for (int e = t; e < p.decays; e += T) nonfinite += (p.inv_decay[size_t(s) * p.decays + e] & 0x7F80) == 0x7F80;
+  if (zeros) blk.add(&fl->zeros, zeros);
+  if (nonfinite) blk.add(&fl->nonfinite, nonfinite);
+}
+
+// A (path, neumann) entry's values that are not rel_rmse sums: the counts,
+// the finite flags and the diagnostics (o[0..3], o[9..12]).
+CHUNKINV_HD inline void write_counts_and_diagnostics(double* o, const PathOnDevice& p, long s, const BlockFlags* fl,
+                                                     bool l_ok, bool inv_ok) {
+  o[0] = static_cast<double>(fl->zeros);
+  o[1] = static_cast<double>(fl->nonfinite);
+  o[2] = l_ok ? 1.0 : 0.0;
+  o[3] = inv_ok ? 1.0 : 0.0;
+  o[9] = p.highest_power ? static_cast<double>(p.highest_power[s]) : NAN;
+  o[10] = p.power_max ? static_cast<double>(p.power_max[s]) : NAN;
+  o[11] = p.gold_l_highest_power ? static_cast<double>(p.gold_l_highest_power[s]) : NAN;
+  o[12] = p.gold_l_power_max ? static_cast<double>(p.gold_l_power_max[s]) : NAN;
+}
+
+// Thread t's entries of R = (I + gold L) * B, all C x C (the full programs'
+// residual product; B finite, gold L strictly lower).
+CHUNKINV_HD inline void residual_product(int C, int T, int t, const double* gl, const double* B, double* R) {
+  for (size_t e = t; e < size_t(C) * C; e += T) {
+    const int i = int(e / C), j = int(e % C);
+    R[e] = fp64::unit_plus_times(
+        C, i, j, i + 1, [&](int r, int k) { return gl[size_t(r) * C + k]; },
+        [&](int k, int c) { return B[size_t(k) * C + c]; });
+  }
+}
+
 // Thread of a block that computes the q-th serial metric: one per warp
 // first, so that they run side by side.
 CHUNKINV_HD inline int serial_thread(int q, int T) { return (q * 32) % T + (q * 32) / T; }
@@ -304,13 +343,7 @@ CHUNKINV_HD void metrics_program(const Block& blk, const GoldRead& g, const Path
     if (t == 0) fl->l_bad = fl->inv_bad = fl->zeros = fl->nonfinite = 0;
   });
   blk.each([&](int t) {
-    int zeros = 0, nonfinite = 0;
-    if (p.decay)
-      for (int e = t; e < p.decays; e += T) zeros += (p.decay[size_t(s) * p.decays + e] & 0x7FFF) == 0;
-    if (p.inv_decay)
-      for (int e = t; e < p.decays; e += T) nonfinite += (p.inv_decay[size_t(s) * p.decays + e] & 0x7F80) == 0x7F80;
-    if (zeros) blk.add(&fl->zeros, zeros);
-    if (nonfinite) blk.add(&fl->nonfinite, nonfinite);
+    count_decays(blk, p, s, t, fl);
     bool l_bad = false, inv_bad = false;
     for (size_t e = t; e < csq; e += T) {
       const double l = p.l_f64 ? p.l_f64[at + e] : fp64::fp16_value(p.l_fp16[at + e]);
@@ -333,13 +366,7 @@ CHUNKINV_HD void metrics_program(const Block& blk, const GoldRead& g, const Path
     for (size_t e = t; e < csq; e += T) S0[e] = fp64::fp16_value(p.inv[at + e]);
   });
   blk.each([&](int t) {  // the residual's product; INV is finite here, gold L strictly lower
-    if (fl->inv_bad) return;
-    for (size_t e = t; e < csq; e += T) {
-      const int i = int(e / C), j = int(e % C);
-      S2[e] = fp64::unit_plus_times(
-          C, i, j, i + 1, [&](int r, int k) { return gl[size_t(r) * C + k]; },
-          [&](int k, int c) { return S0[size_t(k) * C + c]; });
-    }
+    if (!fl->inv_bad) residual_product(C, T, t, gl, S0, S2);
   });
   blk.each([&](int t) {
     double* o = out + size_t(s) * kNeumannMetricCount;
@@ -372,16 +399,7 @@ CHUNKINV_HD void metrics_program(const Block& blk, const GoldRead& g, const Path
           break;
       }
     }
-    if (t == 0) {
-      o[0] = static_cast<double>(fl->zeros);
-      o[1] = static_cast<double>(fl->nonfinite);
-      o[2] = l_ok ? 1.0 : 0.0;
-      o[3] = inv_ok ? 1.0 : 0.0;
-      o[9] = p.highest_power ? static_cast<double>(p.highest_power[s]) : NAN;
-      o[10] = p.power_max ? static_cast<double>(p.power_max[s]) : NAN;
-      o[11] = p.gold_l_highest_power ? static_cast<double>(p.gold_l_highest_power[s]) : NAN;
-      o[12] = p.gold_l_power_max ? static_cast<double>(p.gold_l_power_max[s]) : NAN;
-    }
+    if (t == 0) write_counts_and_diagnostics(o, p, s, fl, l_ok, inv_ok);
   });
 }
 
@@ -437,6 +455,23 @@ CHUNKINV_HD inline int slab_size(int C) {
 }
 CHUNKINV_HD inline int slab_stride(int C) { return slab_size(C) | 1; }  // odd: the sums' threads read different banks
 
+// a + q[0] + q[1] + ... + q[len - 1], added in that order: one sum's slab.
+CHUNKINV_HD inline double add_terms(double a, const double* q, int len) {
+  for (int k = 0; k < len; ++k) a += q[k];
+  return a;
+}
+
+// Calls f(k, i, j) for thread t's entries k of the slab [k0, k0 + len) of
+// the packed lower triangle, (i, j) the entry's row and column.
+template <class F>
+CHUNKINV_HD inline void slab_entries(int k0, int len, int T, int t, const F& f) {
+  int i = 0;
+  for (int k = k0 + t; k < k0 + len; k += T) {
+    while (packed_at(i + 1, 0) <= k) ++i;
+    f(k, i, k - packed_at(i, 0));
+  }
+}
+
 struct FastSmem {
   double *inv, *s1, *lp, *terms, *acc;
 };
@@ -472,13 +507,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
     if (t < kChains) m.acc[t] = 0.0;
   });
   blk.each([&](int t) {
-    int zeros = 0, nonfinite = 0;
-    if (p.decay)
-      for (int e = t; e < p.decays; e += T) zeros += (p.decay[size_t(s) * p.decays + e] & 0x7FFF) == 0;
-    if (p.inv_decay)
-      for (int e = t; e < p.decays; e += T) nonfinite += (p.inv_decay[size_t(s) * p.decays + e] & 0x7F80) == 0x7F80;
-    if (zeros) blk.add(&fl->zeros, zeros);
-    if (nonfinite) blk.add(&fl->nonfinite, nonfinite);
+    count_decays(blk, p, s, t, fl);
     bool l_bad = false, inv_bad = false, sinv_bad = false;
     int upper = 0;
     for (size_t e = t; e < csq; e += T) {
@@ -530,11 +559,8 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   for (int k0 = 0; k0 < P; k0 += S) {
     const int len = P - k0 < S ? P - k0 : S;
     blk.each([&](int t) {
-      int i = 0;
       bool s2_bad = false;
-      for (int k = k0 + t; k < k0 + len; k += T) {
-        while (packed_at(i + 1, 0) <= k) ++i;
-        const int j = k - packed_at(i, 0);
+      slab_entries(k0, len, T, t, [&](int k, int i, int j) {
         const size_t e = size_t(i) * C + j;
         const double gle = gl[e], gie = gi[e], inv = m.inv[k];
         double* q = m.terms + (k - k0);
@@ -569,15 +595,12 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
           q[4 * SS] = d * d;
           q[9 * SS] = y * y;
         }
-      }
+      });
       if (s2_bad) blk.set(&fl->s2_bad);
     });
     blk.each([&](int t) {  // the sums, each in the host's order; the unused ones add what nobody reads
       if (t >= kChains) return;
-      const double* q = m.terms + size_t(t) * SS;
-      double a = m.acc[t];
-      for (int k = 0; k < len; ++k) a += q[k];
-      m.acc[t] = a;
+      m.acc[t] = add_terms(m.acc[t], m.terms + size_t(t) * SS, len);
     });
   }
 
@@ -591,19 +614,12 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
       r.finite = finite;
       return r.value(C * C);
     };
-    o[0] = static_cast<double>(fl->zeros);
-    o[1] = static_cast<double>(fl->nonfinite);
-    o[2] = l_ok ? 1.0 : 0.0;
-    o[3] = inv_ok ? 1.0 : 0.0;
+    write_counts_and_diagnostics(o, p, s, fl, l_ok, inv_ok);
     o[4] = l_ok ? value(0, true) : INFINITY;
     o[5] = inv_ok ? value(1, true) : INFINITY;
     o[6] = method ? value(2, true) : INFINITY;
     o[7] = p.gold_l_inv ? value(3, gold_run_ok) : NAN;
     o[8] = inv_ok ? value(4, fl->s2_bad == 0) : INFINITY;
-    o[9] = p.highest_power ? static_cast<double>(p.highest_power[s]) : NAN;
-    o[10] = p.power_max ? static_cast<double>(p.power_max[s]) : NAN;
-    o[11] = p.gold_l_highest_power ? static_cast<double>(p.gold_l_highest_power[s]) : NAN;
-    o[12] = p.gold_l_power_max ? static_cast<double>(p.gold_l_power_max[s]) : NAN;
   });
 }
 
@@ -660,26 +676,20 @@ CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, dou
     for (int k0 = 0; k0 < P; k0 += S) {
       const int len = P - k0 < S ? P - k0 : S;
       blk.each([&](int t) {
-        int i = 0;
         bool s2_bad = false;
-        for (int k = k0 + t; k < k0 + len; k += T) {
-          while (packed_at(i + 1, 0) <= k) ++i;
-          const int j = k - packed_at(i, 0);
+        slab_entries(k0, len, T, t, [&](int k, int i, int j) {
           const double r = fp64::unit_plus_times(
               C, i, j, 3 * C < 20 ? 0 : j, i + 1, [&](int r, int c) { return gl[size_t(r) * C + c]; }, x_kj);
           s2_bad |= !std::isfinite(r);
           const double y = i == j ? 1.0 : 0.0, d = r - y;
           terms[k - k0] = d * d;
           terms[SS + k - k0] = y * y;
-        }
+        });
         if (s2_bad) blk.set(&fl->s2_bad);
       });
       blk.each([&](int t) {
         if (t >= 2) return;
-        const double* q = terms + size_t(t) * SS;
-        double a = acc[t];
-        for (int k = 0; k < len; ++k) a += q[k];
-        acc[t] = a;
+        acc[t] = add_terms(acc[t], terms + size_t(t) * SS, len);
       });
     }
   }
@@ -729,13 +739,7 @@ CHUNKINV_HD void reference_program(const Block& blk, const GoldRead& g, double* 
     if (max_bits) blk.max(&fl->max_bits, max_bits);
   });
   blk.each([&](int t) {
-    if (fl->inv_bad) return;
-    for (size_t e = t; e < csq; e += T) {
-      const int i = int(e / C), j = int(e % C);
-      S1[e] = fp64::unit_plus_times(
-          C, i, j, i + 1, [&](int r, int k) { return gl[size_t(r) * C + k]; },
-          [&](int k, int c) { return S0[size_t(k) * C + c]; });
-    }
+    if (!fl->inv_bad) residual_product(C, T, t, gl, S0, S1);
   });
   blk.each([&](int t) {
     double* o = out + size_t(s) * kReferenceMetricCount;

@@ -153,12 +153,7 @@ struct Batch {
 
 Batch family_batch(const std::string& family, bool channel, int C, int d, int n, uint64_t seed,
                    const nlohmann::json& params = nlohmann::json::object()) {
-  Configuration c;
-  c.family = family;
-  c.chunk = C;
-  c.dim = d;
-  for (const FamilyParam& p : find_family(family).params())
-    if (!p.default_value.is_null()) c.params[p.name] = p.default_value;
+  Configuration c = gputest::config(family, C, d);
   for (auto it = params.begin(); it != params.end(); ++it) c.params[it.key()] = it.value();
   if (channel) c.params["gating"] = "channel";
   find_family(family).complete(c);

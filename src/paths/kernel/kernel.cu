@@ -383,10 +383,6 @@ class KernelPath final : public Path {
   detail::DeviceBuffer<float> d_pmax_;
 };
 
-}  // namespace
-
-namespace {
-
 // The warps of a block (one task each) that keep the most warps resident
 // on a multiprocessor, whose shared memory is what limits them: blocks of w
 // warps take w * warp_smem bytes each plus what the device reserves per
