@@ -52,6 +52,28 @@ struct NormalPair {
   double x, y;
 };
 
+// Attempt a (0..255) of pair `pair` of a stream: the point (u, v) of block
+// (pair << 8) | a, each coordinate uniform in (-1, 1); true when it falls
+// inside the unit disc without its centre (0 < u*u + v*v < 1).
+CHUNKINV_HD inline bool polar_attempt(uint64_t seed, uint64_t sample, uint32_t stream, uint64_t pair, uint32_t a,
+                                      double& u, double& v) {
+  const Block b = block(seed, sample, stream, (pair << 8) | a);
+  u = 2.0 * to_unit(b.v[0], b.v[1]) - 1.0;
+  v = 2.0 * to_unit(b.v[2], b.v[3]) - 1.0;
+  const double s = u * u + v * v;
+  return !(s >= 1.0 || s == 0.0);
+}
+
+// The polar transform of an accepted (u, v): {u * f, v * f}, f =
+// sqrt(-2 log(s) / s), s = u*u + v*v. (0, 0), which no attempt accepts,
+// gives (0, 0): the unresolved pair's normals.
+CHUNKINV_HD inline NormalPair polar_transform(double u, double v) {
+  const double s = u * u + v * v;
+  if (s == 0.0) return {0.0, 0.0};
+  const double f = std::sqrt(-2.0 * detmath::hd::log(s) / s);
+  return {u * f, v * f};
+}
+
 // Normals 2*pair and 2*pair + 1 of a stream. Attempt a of the pair sits at
 // counter (pair << 8) | a. Rejection leaves p < 2^-200 of pairs unresolved
 // after 256 attempts, so the loop is bounded in practice and the result exact.
@@ -59,18 +81,11 @@ CHUNKINV_HD inline NormalPair normal_pair(uint64_t seed, uint64_t sample, uint32
   // The draws until one falls inside the unit disc, then the transform once:
   // on a GPU the lanes of a warp that accept at different draws meet again
   // before the log, instead of taking it one after another.
-  double u = 0.0, v = 0.0, s = 0.0;
+  double u = 0.0, v = 0.0;
   bool inside = false;
-  for (uint64_t a = 0; a < 256 && !inside; ++a) {
-    const Block b = block(seed, sample, stream, (pair << 8) | a);
-    u = 2.0 * to_unit(b.v[0], b.v[1]) - 1.0;
-    v = 2.0 * to_unit(b.v[2], b.v[3]) - 1.0;
-    s = u * u + v * v;
-    inside = !(s >= 1.0 || s == 0.0);
-  }
+  for (uint32_t a = 0; a < 256 && !inside; ++a) inside = polar_attempt(seed, sample, stream, pair, a, u, v);
   if (!inside) return {0.0, 0.0};
-  const double f = std::sqrt(-2.0 * detmath::hd::log(s) / s);
-  return {u * f, v * f};
+  return polar_transform(u, v);
 }
 
 // Normal `index` of a stream: one of the pair index / 2.

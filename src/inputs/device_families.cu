@@ -5,10 +5,19 @@
 // Normal n of a stream is element n & 1 of the Marsaglia pair n >> 1,
 // whichever way the CPU groups them, so every pair is drawn independently.
 // key_rows: a group of G lanes per key row (32 / G rows per warp) draws the
-// row's pairs into shared memory; each lane of the group sums the squares in
-// column order (the CPU's order, so the same norm: one serial sum per row,
-// which is why a row does not take a whole warp), and the group divides and
-// rounds the columns to BF16. Per-channel gates are drawn by the same group.
+// row's pairs into shared memory in two passes. First each lane walks its
+// pairs one polar attempt (one Philox block) per iteration, keeping the
+// accepted (u, v) of a pair in the pair's two columns and going on to its
+// next pair, so the warp's lanes keep drawing blocks instead of waiting at
+// every pair for the one that accepts last. Then each lane turns its pairs'
+// (u, v) into normals in place (log and sqrt once per pair, all lanes
+// together). At odd d a row's first pair starts one column before it or its
+// last pair ends one column after it; the row's buffer has a slot on either
+// side for that element, which the transform needs and nothing else reads.
+// Each lane of the group then sums the squares in column order (the CPU's
+// order, so the same norm: one serial sum per row, which is why a row does
+// not take a whole warp), and the group divides and rounds the columns to
+// BF16. Per-channel gates are drawn by the same group, pair by pair.
 // token_values: one thread per pair of tokens of a sample (beta, per-token g).
 #include "inputs/device_families.hpp"
 
@@ -43,6 +52,10 @@ constexpr size_t kSmemPerBlock = 48 * 1024;
 
 CHUNKINV_HD constexpr uint32_t stream_id(Stream s) { return static_cast<uint32_t>(s); }
 
+// Doubles per key row in shared memory: columns -1..d, odd (an odd stride
+// spreads the rows over the banks).
+CHUNKINV_HD constexpr int row_stride(int d) { return (d + 2) | 1; }
+
 // Calls sink(c, x) with normal base + c of `stream`, c = 0..d-1; the G lanes
 // of a group (lane `g` of them) take the pairs covering them in turn.
 template <class Sink>
@@ -64,14 +77,14 @@ __device__ inline void put_beta(const GenArgs& a, size_t at, double beta) {
 
 // Key rows: row t is row t % C of sample t / C (floor, model_like) or row 0
 // of sample t, written to its C rows (weak_decay_correlated). Shared memory:
-// 32 / G rows of d | 1 doubles per warp (an odd stride spreads the rows over the banks).
+// 32 / G rows of row_stride(d) doubles per warp, column c at c + 1.
 template <Kind K>
 __global__ void key_rows(GenArgs a, int G) {
   extern __shared__ double smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const int R = 32 / G, group = lane / G, g = lane % G;
   const int C = a.chunk, d = a.dim;
-  double* v = smem + (size_t(warp) * R + group) * size_t(d | 1);
+  double* v = smem + (size_t(warp) * R + group) * size_t(row_stride(d)) + 1;  // v[-1] and v[d] exist
   const long long rows = K == Kind::kWeakDecayCorrelated ? a.n : static_cast<long long>(a.n) * C;
   for (long long t0 = (static_cast<long long>(blockIdx.x) * warps + warp) * R; t0 < rows;
        t0 += static_cast<long long>(gridDim.x) * warps * R) {
@@ -80,8 +93,36 @@ __global__ void key_rows(GenArgs a, int G) {
     const long long j = K == Kind::kWeakDecayCorrelated ? t : t / C;  // sample of this call
     const int r = K == Kind::kWeakDecayCorrelated ? 0 : int(t % C);
     const uint64_t sample = a.first + uint64_t(j);
-    // random_unit_key(seed, sample, r, d).
-    if (active) row_normals(a, sample, Stream::kKeys, uint64_t(r) * d, g, G, [&](int c, double x) { v[c] = x; });
+    // random_unit_key(seed, sample, r, d): normals base + c, c = 0..d-1; lane
+    // g takes pairs q0 + g, q0 + g + G, ..., pair q at columns c and c + 1,
+    // c = 2q - base (-1 for q0 at an odd base).
+    if (active) {
+      const uint64_t base = uint64_t(r) * d, q0 = base >> 1, q1 = (base + uint64_t(d) - 1) >> 1;
+      const int odd = int(base & 1);
+      // The attempts: (u, v) of the accepted one, or (0, 0) after 256 rejected.
+      uint64_t q = q0 + uint64_t(g);
+      uint32_t at = 0;
+      while (q <= q1) {
+        double u, w;
+        const bool inside = philox::polar_attempt(a.seed, sample, stream_id(Stream::kKeys), q, at, u, w);
+        if (inside || at == 255) {
+          const int c = 2 * int(q - q0) - odd;
+          v[c] = inside ? u : 0.0;
+          v[c + 1] = inside ? w : 0.0;
+          q += uint64_t(G);
+          at = 0;
+        } else {
+          ++at;
+        }
+      }
+      // The transforms, over the same pairs.
+      for (q = q0 + uint64_t(g); q <= q1; q += uint64_t(G)) {
+        const int c = 2 * int(q - q0) - odd;
+        const philox::NormalPair z = philox::polar_transform(v[c], v[c + 1]);
+        v[c] = z.x;
+        v[c + 1] = z.y;
+      }
+    }
     __syncwarp();
     if (active) {
       double norm2 = 0.0;  // column order, as the CPU sums
@@ -157,7 +198,7 @@ void launch(const GenArgs& a, cudaStream_t stream) {
   int G = 1;
   while (G < 32 && 32 * G < a.dim) G *= 2;
   // Warps per block: as many as 8 whose rows fit in 48 KiB.
-  const size_t warp_bytes = size_t(32 / G) * size_t(a.dim | 1) * sizeof(double);
+  const size_t warp_bytes = size_t(32 / G) * size_t(row_stride(a.dim)) * sizeof(double);
   const int warps = int(std::clamp<size_t>(kSmemPerBlock / warp_bytes, 1, kThreads / 32));
   const long long rows = K == Kind::kWeakDecayCorrelated ? a.n : static_cast<long long>(a.n) * a.chunk;
   const long long rows_per_block = static_cast<long long>(warps) * (32 / G);

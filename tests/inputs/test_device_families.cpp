@@ -109,6 +109,43 @@ TEST(SharedPhilox, KeyRowByPairsIsRandomUnitKey) {
   }
 }
 
+// The device's key rows split normal_pair: one polar_attempt at a time until
+// one is accepted ((0, 0) after 256 rejected), then polar_transform. Bit for
+// bit normal_pair, at pairs whose attempt 0 is rejected too.
+TEST(SharedPhilox, AttemptsThenTransformIsNormalPair) {
+  const uint64_t seeds[] = {7, 0xF00DFACE12345678ull, ~0ull};
+  const uint64_t samples[] = {0, (1ull << 32) + 17};
+  const Stream streams[] = {Stream::kKeys, Stream::kChannelGate};
+  const uint64_t starts[] = {0, (1ull << 32) - 2048, (1ull << 56) - 4096};  // pair << 8 fills the 64 bits at the last
+  const uint64_t per_start = 4096;
+  uint64_t pairs = 0, rejected_first = 0;
+  for (uint64_t seed : seeds)
+    for (uint64_t sample : samples)
+      for (Stream stream : streams)
+        for (uint64_t start : starts)
+          for (uint64_t q = start; q < start + per_start; ++q) {
+            const uint32_t id = uint32_t(stream);
+            double u = 0.0, v = 0.0;
+            uint32_t a = 0;  // the attempt accepted
+            bool inside = false;
+            for (; a < 256; ++a)
+              if ((inside = philox::polar_attempt(seed, sample, id, q, a, u, v))) break;
+            if (!inside) u = v = 0.0;
+            rejected_first += a > 0;
+            ++pairs;
+            const philox::NormalPair got = philox::polar_transform(u, v), want = philox::normal_pair(seed, sample, id, q);
+            ASSERT_EQ(hd::bits(got.x), hd::bits(want.x)) << "seed " << seed << " sample " << sample << " pair " << q;
+            ASSERT_EQ(hd::bits(got.y), hd::bits(want.y)) << "seed " << seed << " sample " << sample << " pair " << q;
+          }
+  EXPECT_EQ(pairs, 3u * 2 * 2 * 3 * per_start);
+  // About 1 - pi/4 of the pairs reject attempt 0.
+  EXPECT_GT(rejected_first, pairs / 10) << "of " << pairs;
+  // The unresolved pair's (0, 0) stays (+0, +0).
+  const philox::NormalPair zero = philox::polar_transform(0.0, 0.0);
+  EXPECT_EQ(hd::bits(zero.x), 0u);
+  EXPECT_EQ(hd::bits(zero.y), 0u);
+}
+
 TEST(DeviceFamilies, WhichFamiliesTheDeviceGenerates) {
   for (const Case& k : kCases) {
     std::string why;
