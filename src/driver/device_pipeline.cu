@@ -2,7 +2,8 @@
 // batch, all on one stream, nothing copied to the host:
 //   1. the inputs of samples [first, first + n): keys (BF16 bits), g, beta
 //      and fp16(beta) (inputs/device_families);
-//   2. the gold L and inverse in FP64 and fp16(gold L) (metrics/device_metrics);
+//   2. the gold L and inverse in FP64, fp16(gold L) and the gold's own
+//      metrics (evaluate_reference) (metrics/device_metrics);
 //   3. the kernel path's launch over 2n tasks: the kernel's own L and
 //      inverse (tasks [0, n)) and its Neumann inverse of the gold L (tasks
 //      [n, 2n)), exactly as KernelPath::run_batch launches it;
@@ -40,7 +41,7 @@ struct DevicePipeline::Worker {
   int device = 0;
   cudaStream_t stream = nullptr;
   DeviceBuffer<uint16_t> keys, beta16, gold16, decay, inv_decay, l, inv, sinv;
-  DeviceBuffer<double> g, beta, gold_l, gold_inv, values;
+  DeviceBuffer<double> g, beta, gold_l, gold_inv, values, reference;
   DeviceBuffer<int> hp;
   DeviceBuffer<float> pmax;
   std::vector<std::unique_ptr<DeviceSketch>> sketches;  // one per task, kept while their metric counts fit
@@ -244,6 +245,9 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
   int* hp = w.hp.get(2 * cap);
   float* pmax = w.pmax.get(2 * cap);
   double* values = w.values.get(cap * gpu::kNeumannMetricCount);
+  const bool with_reference =
+      std::any_of(group.tasks.begin(), group.tasks.end(), [](const Task& t) { return t.reference; });
+  double* reference = with_reference ? w.reference.get(cap * gpu::kReferenceMetricCount) : nullptr;
 
   StageClock clock;
   for (uint64_t done = 0; done < range.count;) {
@@ -263,6 +267,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
     go.gold_l = gold_l;
     go.gold_inv = gold_inv;
     go.gold_l_fp16 = gold16;
+    go.reference = reference;
     gpu::gold_on_device(go, st);
     clock.mark("gold", st);
 
@@ -296,32 +301,32 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
     const gpu::GoldRead gold{n, C, gold_l, gold_inv};
     for (size_t t = 0; t < nt; ++t) {
       const Task& task = group.tasks[t];
-      if (task.reference) {
-        gpu::reference_metrics_on_device(gold, values, st);
-      } else {
-        gpu::PathOnDevice p;
-        const bool kernel = kernel_task(task, paths);
-        if (kernel) {
-          p.decays = C * gw;
-          p.decay = decay;
-          p.inv_decay = inv_decay;
-          p.l_fp16 = l;
-          p.inv = inv;
-          p.highest_power = hp;
-          p.power_max = pmax;
-        } else {  // the gold path: the gold L, and the method's run on it
-          p.l_f64 = gold_l;
-          p.inv = sinv;
-          p.highest_power = hp + n;
-          p.power_max = pmax + n;
-        }
-        p.gold_l_inv = sinv;
-        p.gold_l_highest_power = hp + n;
-        p.gold_l_power_max = pmax + n;
-        gpu::metrics_on_device(gold, p, values, st);
+      if (task.reference) {  // the gold's stage computed them
+        w.sketches[t]->fold(reference, size_t(n), st);
+        clock.mark("fold", st);
+        continue;
       }
-      clock.mark(task.reference ? "metrics(reference)" : kernel_task(task, paths) ? "metrics(kernel)" : "metrics(gold)",
-                 st);
+      gpu::PathOnDevice p;
+      const bool kernel = kernel_task(task, paths);
+      if (kernel) {
+        p.decays = C * gw;
+        p.decay = decay;
+        p.inv_decay = inv_decay;
+        p.l_fp16 = l;
+        p.inv = inv;
+        p.highest_power = hp;
+        p.power_max = pmax;
+      } else {  // the gold path: the gold L, and the method's run on it
+        p.l_f64 = gold_l;
+        p.inv = sinv;
+        p.highest_power = hp + n;
+        p.power_max = pmax + n;
+      }
+      p.gold_l_inv = sinv;
+      p.gold_l_highest_power = hp + n;
+      p.gold_l_power_max = pmax + n;
+      gpu::metrics_on_device(gold, p, values, st);
+      clock.mark(kernel ? "metrics(kernel)" : "metrics(gold)", st);
       w.sketches[t]->fold(values, size_t(n), st);
       clock.mark("fold", st);
     }

@@ -1,7 +1,8 @@
 // The gold and the metrics on the GPU: one block per sample runs the
 // programs of metrics/device_metrics_blocks.hpp (the metrics: the fast
-// program, then the full one on the samples the fast one leaves) (their CPU run is in
-// tests/metrics/test_device_metrics.cpp beside the GPU tests).
+// program, then the full one on the samples the fast one leaves; the gold
+// with the reference's fast program in its tail, the same way). Their CPU
+// run is in tests/metrics/test_device_metrics.cpp beside the GPU tests.
 // Eigen (through gpu/pack.hpp's core/matrix.hpp) calls constexpr host functions from host-device code.
 #pragma nv_diag_suppress 20015
 #include "metrics/device_metrics.hpp"
@@ -70,12 +71,6 @@ __device__ inline Smem carve() {
   return {reinterpret_cast<BlockFlags*>(smem), reinterpret_cast<double*>(smem + blocks::kFlagsBytes)};
 }
 
-template <int kMaxTiles, bool kChannel>
-__global__ void gold_kernel(GoldOnDevice a) {
-  const Smem m = carve();
-  blocks::gold_program<kMaxTiles, kChannel>(DeviceBlock{int(blockDim.x)}, a, long(blockIdx.x), m.sm, m.fl);
-}
-
 // The samples a fast program leaves: `Left` in device memory, from a zeroed
 // count; a fast kernel's block appends its sample, and the full program's
 // kernel runs a small grid over the list (order does not matter: each
@@ -89,6 +84,14 @@ __device__ inline void leave_if_slow(const Left& left, long s) {
   if (threadIdx.x == 0 && left.flags[s]) left.list[atomicAdd(left.count, 1)] = int(s);
 }
 constexpr int kSlowGrid = 1024;  // blocks of a full-program kernel: the left samples are few
+
+template <int kMaxTiles, bool kChannel>
+__global__ void gold_kernel(GoldOnDevice a, Left left) {
+  const Smem m = carve();
+  const long s = long(blockIdx.x);
+  blocks::gold_program<kMaxTiles, kChannel>(DeviceBlock{int(blockDim.x)}, a, s, m.sm, m.fl, left.flags);
+  if (a.reference) leave_if_slow(left, s);
+}
 
 __global__ void metrics_fast_kernel(GoldRead g, PathOnDevice p, double* out, Left left) {
   const Smem m = carve();
@@ -118,11 +121,11 @@ __global__ void reference_kernel(GoldRead g, double* out, Left left) {
     blocks::reference_program(DeviceBlock{int(blockDim.x)}, g, out, long(left.list[q]), m.sm, m.fl);
 }
 
-// Dynamic shared memory beyond 48 KB needs the kernel's opt-in (a cheap
-// host call; set before each such launch, as kernels share one signature).
+// Dynamic shared memory beyond 48 KB needs the kernel's opt-in, given once
+// per kernel and device (gpu/device.cu).
 template <class Kernel, class... Args>
 void launch(Kernel kernel, int n, int threads, size_t smem, cudaStream_t stream, const Args&... args) {
-  if (smem > 48 * 1024) CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  if (smem > 48 * 1024) detail::allow_optin_smem(reinterpret_cast<const void*>(kernel));
   kernel<<<n, threads, smem, stream>>>(args...);
   CUDA_CHECK_LAUNCH();
 }
@@ -130,12 +133,16 @@ void launch(Kernel kernel, int n, int threads, size_t smem, cudaStream_t stream,
 // Scratch for a Left, stream-ordered (the pool keeps it from call to call).
 class LeftScratch {
  public:
+  // n = 0: no list (flags and list null).
   LeftScratch(int n, cudaStream_t stream) : stream_(stream) {
+    if (n == 0) return;
     CUDA_CHECK(cudaMallocAsync(&p_, (2 * size_t(n) + 1) * sizeof(int), stream));
     CUDA_CHECK(cudaMemsetAsync(p_, 0, sizeof(int), stream));
     left_ = {p_ + 1, p_, p_ + 1 + n};
   }
-  ~LeftScratch() { cudaFreeAsync(p_, stream_); }
+  ~LeftScratch() {
+    if (p_) cudaFreeAsync(p_, stream_);
+  }
   LeftScratch(const LeftScratch&) = delete;
   LeftScratch& operator=(const LeftScratch&) = delete;
   const Left& left() const { return left_; }
@@ -153,15 +160,14 @@ void check_chunk(const char* what, int C) {
 }
 
 template <bool kChannel>
-void launch_gold(const GoldOnDevice& a, cudaStream_t stream) {
+void launch_gold(const GoldOnDevice& a, const Left& left, cudaStream_t stream) {
   const int C = a.chunk, threads = blocks::block_threads(C);
   const size_t smem = blocks::kFlagsBytes + blocks::gold_smem_doubles(C, kChannel) * 8;
   switch (blocks::tiles_per_thread(C)) {
-    case 1: return launch(gold_kernel<1, kChannel>, a.n, threads, smem, stream, a);
-    case 2: return launch(gold_kernel<2, kChannel>, a.n, threads, smem, stream, a);
-    case 3: return launch(gold_kernel<3, kChannel>, a.n, threads, smem, stream, a);
-    case 4: return launch(gold_kernel<4, kChannel>, a.n, threads, smem, stream, a);
-    case 5: return launch(gold_kernel<5, kChannel>, a.n, threads, smem, stream, a);
+    case 1: return launch(gold_kernel<1, kChannel>, a.n, threads, smem, stream, a, left);
+    case 2: return launch(gold_kernel<2, kChannel>, a.n, threads, smem, stream, a, left);
+    case 3: return launch(gold_kernel<3, kChannel>, a.n, threads, smem, stream, a, left);
+    case 4: return launch(gold_kernel<4, kChannel>, a.n, threads, smem, stream, a, left);
     default: throw std::logic_error("gold_on_device: more pair tiles per thread than instantiated");
   }
 }
@@ -176,8 +182,14 @@ void gold_on_device(const GoldOnDevice& a, MetricsStream stream) {
   if (a.n <= 0) return;
   if (!a.keys || !a.g || !a.beta || !a.gold_l || !a.gold_inv)
     throw std::invalid_argument("gold_on_device: a buffer is missing");
-  if (a.gate_width != 1) launch_gold<true>(a, stream);
-  else launch_gold<false>(a, stream);
+  const LeftScratch left(a.reference ? a.n : 0, stream);
+  if (a.gate_width != 1) launch_gold<true>(a, left.left(), stream);
+  else launch_gold<false>(a, left.left(), stream);
+  if (!a.reference) return;
+  const int C = a.chunk;
+  launch(reference_kernel, std::min(a.n, kSlowGrid), blocks::block_threads(C),
+         blocks::kFlagsBytes + blocks::reference_smem_doubles(C) * 8, stream, GoldRead{a.n, C, a.gold_l, a.gold_inv},
+         a.reference, left.left());
 }
 
 void metrics_on_device(const GoldRead& g, const PathOnDevice& p, double* out, MetricsStream stream) {

@@ -48,9 +48,12 @@ struct GoldOnDevice {
   double* gold_l = nullptr;          // out: n x C x C, zero on and above the diagonal
   double* gold_inv = nullptr;        // out: n x C x C, (I + L)^-1
   uint16_t* gold_l_fp16 = nullptr;   // out, optional: fp16 bits of every entry, as the kernel path packs its gold_l input
+  double* reference = nullptr;       // out, optional: evaluate_reference(gold) too, n x kReferenceMetricCount
 };
 
-// compute_gold(sample) for n samples without raw inputs.
+// compute_gold(sample) for n samples without raw inputs (and, with
+// a.reference, reference_metrics_on_device's values of the same gold, from
+// the gold's own shared memory).
 void gold_on_device(const GoldOnDevice& a, MetricsStream stream);
 
 // One (path, method = neumann) entry's outputs on the device, as the kernel

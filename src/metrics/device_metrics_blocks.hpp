@@ -12,9 +12,11 @@
 // Shared memory: `sm` (doubles, the sizes below) and `fl` (flags and counts).
 //
 // Work split, keeping every sum in the CPU's order:
-//  - gold L: 2 x 2 tiles of pairs (i, j) per thread, each pair's dot over k
-//    in order; keys (and per-channel cumulated gates) staged in shared
-//    memory 32 channels at a time, as doubles, channel-major;
+//  - gold L: each pair's dot over k in order. A thread takes 2 x 2 tiles of
+//    pairs (i, j) strictly below the tiles' diagonal, and one pair (2a + 1,
+//    2a) of the diagonal's tiles (their only pair with j < i); keys (and
+//    per-channel cumulated gates) staged in shared memory 32 channels at a
+//    time, as doubles, channel-major;
 //  - inverses: one thread per column (fp64::unit_lower_solve_column); the
 //    threads of a warp walk the same (i, j) so that L's entry is one
 //    broadcast read; on a finite L a warp skips the rows above its first
@@ -57,28 +59,61 @@ static_assert(sizeof(BlockFlags) <= kFlagsBytes);
 
 CHUNKINV_HD inline int block_threads(int C) { return C <= 16 ? 32 : C <= 32 ? 64 : 128; }
 CHUNKINV_HD inline int tile_rows(int C) { return (C + 1) / 2; }
-CHUNKINV_HD inline int pair_tiles(int C) { return tile_rows(C) * (tile_rows(C) + 1) / 2; }
+// Tiles strictly below the diagonal of tiles; the diagonal's tiles, one a
+// row, are left to one thread each (block_threads(C) >= tile_rows(C)).
+CHUNKINV_HD inline int pair_tiles(int C) { return tile_rows(C) * (tile_rows(C) - 1) / 2; }
 CHUNKINV_HD inline int tiles_per_thread(int C) {
-  return (pair_tiles(C) + block_threads(C) - 1) / block_threads(C);
+  const int n = (pair_tiles(C) + block_threads(C) - 1) / block_threads(C);
+  return n > 0 ? n : 1;
 }
-// Tile q of the lower triangle of tiles, row by row: (ti, tj), tj <= ti; it
-// holds the pairs (2ti + r, 2tj + c), r, c in {0, 1}.
+// Tile q strictly below the diagonal of tiles, row by row: (ti, tj), tj < ti;
+// it holds the pairs (2ti + r, 2tj + c), r, c in {0, 1}.
 CHUNKINV_HD inline void tile_coords(int q, int& ti, int& tj) {
-  ti = 0;
-  while ((ti + 1) * (ti + 2) / 2 <= q) ++ti;
-  tj = q - ti * (ti + 1) / 2;
+  ti = 1;
+  while ((ti + 1) * ti / 2 <= q) ++ti;
+  tj = q - ti * (ti - 1) / 2;
 }
 
 // A lower triangle packed by rows: (i, j), j <= i, at i (i + 1) / 2 + j.
 CHUNKINV_HD inline int packed_size(int C) { return C * (C + 1) / 2; }
 CHUNKINV_HD inline int packed_at(int i, int j) { return i * (i + 1) / 2 + j; }
 
+// Entries of a slab: 64 up to C = 32, so that a block's shared memory stays
+// small and more blocks share a multiprocessor (the programs wait on
+// latency, not on bandwidth); 256 above, where the path's packed L needs
+// as much of the same space anyway.
+CHUNKINV_HD inline int slab_size(int C) {
+  const int s = C <= 32 ? 64 : 256;
+  return packed_size(C) < s ? packed_size(C) : s;
+}
+CHUNKINV_HD inline int slab_stride(int C) { return slab_size(C) | 1; }  // odd: the sums' threads read different banks
+
+// a + q[0] + q[1] + ... + q[len - 1], added in that order: one sum's slab.
+CHUNKINV_HD inline double add_terms(double a, const double* q, int len) {
+  for (int k = 0; k < len; ++k) a += q[k];
+  return a;
+}
+
+// Calls f(k, i, j) for thread t's entries k of the slab [k0, k0 + len) of
+// the packed lower triangle, (i, j) the entry's row and column.
+template <class F>
+CHUNKINV_HD inline void slab_entries(int k0, int len, int T, int t, const F& f) {
+  // The row of the first entry: the float root is within one of it at these sizes; then exact.
+  int i = k0 + t < k0 + len ? int((std::sqrt(8.0f * float(k0 + t) + 1.0f) - 1.0f) * 0.5f) : 0;
+  while (i > 0 && packed_at(i, 0) > k0 + t) --i;
+  for (int k = k0 + t; k < k0 + len; k += T) {
+    while (packed_at(i + 1, 0) <= k) ++i;
+    f(k, i, k - packed_at(i, 0));
+  }
+}
+
 // The gold's shared memory (doubles): L's lower triangle packed, then X
 // (the inverse) sharing its space with the staged keys and cumulated
-// gates, then cum and beta.
+// gates, then cum and beta, then the reference's slab of terms and sums.
 struct GoldSmem {
-  double *L, *X, *keyt, *cumt, *cum, *beta;
+  double *L, *X, *keyt, *cumt, *cum, *beta, *terms, *acc;
 };
+CHUNKINV_HD inline size_t reference_slab_doubles(int C) { return 2 * size_t(slab_stride(C)) + 2; }
 CHUNKINV_HD inline size_t gold_staging(int C, bool channel) {
   return size_t(kKeyTile) * 2 * tile_rows(C) * (channel ? 2 : 1);
 }
@@ -87,7 +122,7 @@ CHUNKINV_HD inline size_t gold_staging(int C, bool channel) {
 CHUNKINV_HD inline size_t gold_l_doubles(int C) { return (size_t(packed_size(C)) + 1) & ~size_t(1); }
 CHUNKINV_HD inline size_t gold_smem_doubles(int C, bool channel) {
   const size_t csq = size_t(C) * C, staging = gold_staging(C, channel);
-  return gold_l_doubles(C) + (csq > staging ? csq : staging) + 2 * size_t(C);
+  return gold_l_doubles(C) + (csq > staging ? csq : staging) + 2 * size_t(C) + reference_slab_doubles(C);
 }
 CHUNKINV_HD inline GoldSmem gold_smem(double* sm, int C, bool channel) {
   const size_t csq = size_t(C) * C, staging = gold_staging(C, channel);
@@ -97,6 +132,8 @@ CHUNKINV_HD inline GoldSmem gold_smem(double* sm, int C, bool channel) {
   m.cumt = m.keyt + size_t(kKeyTile) * 2 * tile_rows(C);
   m.cum = m.X + (csq > staging ? csq : staging);
   m.beta = m.cum + C;
+  m.terms = m.beta + C;
+  m.acc = m.terms + 2 * slab_stride(C);
   return m;
 }
 CHUNKINV_HD inline size_t metrics_smem_doubles(int C) { return 3 * size_t(C) * C; }
@@ -128,24 +165,79 @@ CHUNKINV_HD inline void load_8(const uint16_t* p, uint16_t (&v)[8]) {
 #endif
 }
 
+// The two sums of evaluate_reference's inverse_residual, rel_rmse((I + L) X,
+// I), by the fast rules (L finite and strictly lower, X zero above its
+// diagonal, so the product's entries above the diagonal are zeros and its
+// terms k < j too, see metrics_fast_program): over the packed lower triangle
+// a slab at a time, into acc[0] (squared errors) and acc[1] (squared
+// references), which the caller zeroes, as is fl->s2_bad, set here when an
+// entry of the product is not finite. l(i, k) is read for k <= i; x(k, j)
+// for k >= j, and for k < j too below C = 7.
+template <class Block, class Lf, class Xf>
+CHUNKINV_HD void residual_sums(const Block& blk, int C, const Lf& l, const Xf& x, double* terms, double* acc,
+                               BlockFlags* fl) {
+  const int P = packed_size(C), S = slab_size(C), SS = slab_stride(C), T = blk.threads;
+  for (int k0 = 0; k0 < P; k0 += S) {
+    const int len = P - k0 < S ? P - k0 : S;
+    blk.each([&](int t) {
+      bool s2_bad = false;
+      slab_entries(k0, len, T, t, [&](int k, int i, int j) {
+        const double r = fp64::unit_plus_times_lower(C, i, j, 3 * C < 20 ? 0 : j, l, x);
+        s2_bad |= !std::isfinite(r);
+        const double y = i == j ? 1.0 : 0.0, d = r - y;
+        terms[k - k0] = d * d;
+        terms[SS + k - k0] = y * y;
+      });
+      if (s2_bad) blk.set(&fl->s2_bad);
+    });
+    blk.each([&](int t) {
+      if (t >= 2) return;
+      acc[t] = add_terms(acc[t], terms + size_t(t) * SS, len);
+    });
+  }
+}
+
+// evaluate_reference's values from the fast rules' sums (the gold L finite).
+CHUNKINV_HD inline void write_reference_fast(double* o, int C, const BlockFlags* fl, const double* acc) {
+  const bool inv_ok = fl->inv_bad == 0;
+  fp64::RelRmse r;
+  r.err = acc[0];
+  r.ref = acc[1];
+  r.finite = fl->s2_bad == 0;
+  o[0] = 1.0;
+  o[1] = inv_ok ? 1.0 : 0.0;
+  o[2] = inv_ok ? r.value(C * C) : INFINITY;
+  o[3] = inv_ok ? hd::from_bits(fl->max_bits) : INFINITY;
+}
+
 // compute_gold for sample s. kMaxTiles >= tiles_per_thread(C); kChannel is
 // gate_width != 1 (compute_gold's own test: per-channel gates with d = 1
-// take the per-token formula there too).
+// take the per-token formula there too). With a.reference, also
+// evaluate_reference by the fast rules, from L and X in shared memory; a
+// sample they do not cover (a non-finite L, or X not zero above its
+// diagonal) gets slow[s] = 1 and is left to reference_program.
 template <int kMaxTiles, bool kChannel, class Block>
-CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, double* sm, BlockFlags* fl) {
+CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, double* sm, BlockFlags* fl,
+                              int* slow) {
   const int C = a.chunk, d = a.dim, T = blk.threads;
   const int CP = 2 * tile_rows(C), tiles = pair_tiles(C);
   const size_t csq = size_t(C) * C;
   const GoldSmem m = gold_smem(sm, C, kChannel);
   const uint16_t* keys = a.keys + size_t(s) * C * d;
   struct Acc {
-    double v[kMaxTiles][4];
+    double v[kMaxTiles][4];  // the tiles' pairs
+    double dg;               // the diagonal tile's pair
   };
   auto acc = blk.template local<Acc>();
+  // Thread t's diagonal pair is (2t + 1, 2t) where t < TR; a thread without
+  // one, or without a q-th tile, forms the pairs of rows and columns 0 and
+  // 1 instead (never read), so that the dot products' loop has no branch.
+  const int TR = tile_rows(C);
 
   blk.each([&](int t) {
     if (t == 0) {
-      fl->l_bad = 0;
+      fl->l_bad = fl->inv_bad = fl->upper = fl->s2_bad = 0;
+      fl->max_bits = 0;
       if (!kChannel) {  // G cumulated in FP64, token order
         double c = 0.0;
         for (int i = 0; i < C; ++i) m.cum[i] = c += a.g[size_t(s) * C + i];
@@ -153,9 +245,11 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
     }
     for (int i = t; i < C; i += T) m.beta[i] = a.beta[size_t(s) * C + i];
     for (int e = t; e < packed_size(C); e += T) m.L[e] = 0.0;
+    if (t < 2) m.acc[t] = 0.0;
     CHUNKINV_UNROLL
     for (int q = 0; q < kMaxTiles; ++q)
       for (int r = 0; r < 4; ++r) acc[t].v[q][r] = 0.0;
+    acc[t].dg = 0.0;
   });
 
   for (int k0 = 0; k0 < d; k0 += kKeyTile) {
@@ -188,36 +282,43 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
     });
     blk.each([&](int t) {
       Acc& A = acc[t];
-      int ti[kMaxTiles], tj[kMaxTiles];
+      int i0[kMaxTiles], j0[kMaxTiles];
+      bool ok[kMaxTiles];
       CHUNKINV_UNROLL
       for (int q = 0; q < kMaxTiles; ++q) {
-        ti[q] = tj[q] = 0;
-        if (t + q * T < tiles) tile_coords(t + q * T, ti[q], tj[q]);
+        int ti = 0, tj = 0;
+        ok[q] = t + q * T < tiles;
+        if (ok[q]) tile_coords(t + q * T, ti, tj);
+        i0[q] = 2 * ti;
+        j0[q] = 2 * tj;
       }
+      const int a = t < TR ? 2 * t : 0;
+      const bool dg_ok = t < TR && 2 * t + 1 < C;
       for (int kk = 0; kk < kn; ++kk) {
         const double* kr = m.keyt + kk * CP;
+        const double* cr = m.cumt + kk * CP;
         CHUNKINV_UNROLL
         for (int q = 0; q < kMaxTiles; ++q) {
-          if (t + q * T >= tiles) continue;
-          const int i0 = 2 * ti[q], j0 = 2 * tj[q];
           double ki[2], kj[2];
-          load_pair(kr + i0, ki);
-          load_pair(kr + j0, kj);
+          load_pair(kr + i0[q], ki);
+          load_pair(kr + j0[q], kj);
           if (!kChannel) {
-            // dot += k_i k_j; pairs outside j < i < C are formed too (zero rows) and never read.
+            // dot += k_i k_j; pairs in the zero row C (odd C) are formed too and never read.
             CHUNKINV_UNROLL
             for (int r = 0; r < 4; ++r) A.v[q][r] += ki[r >> 1] * kj[r & 1];
-          } else {
-            // dot += k_i k_j exp(min(G_i - G_j, 0)), only where j < i < C (the exp is the cost).
-            const double* cr = m.cumt + kk * CP;
+          } else if (ok[q]) {
+            // dot += k_i k_j exp(min(G_i - G_j, 0)), only where i < C (the exp is the cost).
             CHUNKINV_UNROLL
             for (int r = 0; r < 4; ++r) {
-              const int i = i0 + (r >> 1), j = j0 + (r & 1);
-              if (i < C && j < i)
-                A.v[q][r] += ki[r >> 1] * kj[r & 1] * detmath::hd::exp(fp64::min0(cr[i] - cr[j]));
+              const int i = i0[q] + (r >> 1), j = j0[q] + (r & 1);
+              if (i < C) A.v[q][r] += ki[r >> 1] * kj[r & 1] * detmath::hd::exp(fp64::min0(cr[i] - cr[j]));
             }
           }
         }
+        double kd[2];  // k_j, k_i of the diagonal pair (i, j) = (a + 1, a)
+        load_pair(kr + a, kd);
+        if (!kChannel) A.dg += kd[1] * kd[0];
+        else if (dg_ok) A.dg += kd[1] * kd[0] * detmath::hd::exp(fp64::min0(cr[a + 1] - cr[a]));
       }
     });
   }
@@ -225,6 +326,11 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
   // L_ij = beta_i dot exp(min(G_i - G_j, 0)) (per channel: beta_i dot), into L's strict lower part.
   blk.each([&](int t) {
     bool bad = false;
+    auto put = [&](int i, int j, double dot) {
+      const double v = kChannel ? m.beta[i] * dot : m.beta[i] * dot * detmath::hd::exp(fp64::min0(m.cum[i] - m.cum[j]));
+      m.L[packed_at(i, j)] = v;
+      bad |= !std::isfinite(v);
+    };
     CHUNKINV_UNROLL
     for (int q = 0; q < kMaxTiles; ++q) {
       if (t + q * T >= tiles) continue;
@@ -232,14 +338,11 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
       tile_coords(t + q * T, ti, tj);
       CHUNKINV_UNROLL
       for (int r = 0; r < 4; ++r) {
-        const int i = 2 * ti + (r >> 1), j = 2 * tj + (r & 1);
-        if (!(i < C && j < i)) continue;
-        const double v = kChannel ? m.beta[i] * acc[t].v[q][r]
-                                  : m.beta[i] * acc[t].v[q][r] * detmath::hd::exp(fp64::min0(m.cum[i] - m.cum[j]));
-        m.L[packed_at(i, j)] = v;
-        bad |= !std::isfinite(v);
+        const int i = 2 * ti + (r >> 1), j = 2 * tj + (r & 1);  // j < i: the tile is below the diagonal
+        if (i < C) put(i, j, acc[t].v[q][r]);
       }
     }
+    if (t < TR && 2 * t + 1 < C) put(2 * t + 1, 2 * t, acc[t].dg);
     if (bad) blk.set(&fl->l_bad);
   });
 
@@ -258,7 +361,35 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
   });
 
   blk.each([&](int t) {
-    for (size_t e = t; e < csq; e += T) a.gold_inv[size_t(s) * csq + e] = m.X[e];
+    bool inv_bad = false, upper = false;
+    uint64_t max_bits = 0;  // of |entry|: max over non-negative doubles is the max of their bits
+    for (size_t e = t; e < csq; e += T) {
+      const double v = m.X[e];
+      a.gold_inv[size_t(s) * csq + e] = v;
+      if (!a.reference) continue;
+      if (!std::isfinite(v)) inv_bad = true;
+      else if (const uint64_t b = hd::bits(std::fabs(v)); b > max_bits) max_bits = b;
+      upper |= int(e % size_t(C)) > int(e / size_t(C)) && v != 0.0;
+    }
+    if (inv_bad) blk.set(&fl->inv_bad);
+    if (upper) blk.set(&fl->upper);
+    if (max_bits) blk.max(&fl->max_bits, max_bits);
+  });
+  if (!a.reference) return;
+  if (fl->l_bad || fl->upper) {
+    blk.each([&](int t) {
+      if (t == 0) slow[s] = 1;
+    });
+    return;
+  }
+  if (fl->inv_bad == 0)
+    residual_sums(
+        blk, C, [&](int i, int k) { return m.L[packed_at(i, k)]; }, [&](int k, int j) { return m.X[size_t(k) * C + j]; },
+        m.terms, m.acc, fl);
+  blk.each([&](int t) {
+    if (t != 0) return;
+    slow[s] = 0;
+    write_reference_fast(a.reference + size_t(s) * kReferenceMetricCount, C, fl, m.acc);
   });
 }
 
@@ -315,8 +446,8 @@ CHUNKINV_HD inline void write_counts_and_diagnostics(double* o, const PathOnDevi
 CHUNKINV_HD inline void residual_product(int C, int T, int t, const double* gl, const double* B, double* R) {
   for (size_t e = t; e < size_t(C) * C; e += T) {
     const int i = int(e / C), j = int(e % C);
-    R[e] = fp64::unit_plus_times(
-        C, i, j, i + 1, [&](int r, int k) { return gl[size_t(r) * C + k]; },
+    R[e] = fp64::unit_plus_times_lower(
+        C, i, j, 0, [&](int r, int k) { return gl[size_t(r) * C + k]; },
         [&](int k, int c) { return B[size_t(k) * C + c]; });
   }
 }
@@ -445,33 +576,6 @@ CHUNKINV_HD inline bool fast_rules_hold(int upper, bool l_ok, bool inv_ok, bool 
   if (gold_run_ok) needs |= kUpperGoldRun | kUpperGoldInv;                  // inv_gold_l_rel_rmse
   return (upper & needs) == 0;
 }
-// Entries of a slab: 64 up to C = 32, so that a block's shared memory stays
-// small and more blocks share a multiprocessor (the programs wait on
-// latency, not on bandwidth); 256 above, where the path's packed L needs
-// as much of the same space anyway.
-CHUNKINV_HD inline int slab_size(int C) {
-  const int s = C <= 32 ? 64 : 256;
-  return packed_size(C) < s ? packed_size(C) : s;
-}
-CHUNKINV_HD inline int slab_stride(int C) { return slab_size(C) | 1; }  // odd: the sums' threads read different banks
-
-// a + q[0] + q[1] + ... + q[len - 1], added in that order: one sum's slab.
-CHUNKINV_HD inline double add_terms(double a, const double* q, int len) {
-  for (int k = 0; k < len; ++k) a += q[k];
-  return a;
-}
-
-// Calls f(k, i, j) for thread t's entries k of the slab [k0, k0 + len) of
-// the packed lower triangle, (i, j) the entry's row and column.
-template <class F>
-CHUNKINV_HD inline void slab_entries(int k0, int len, int T, int t, const F& f) {
-  int i = 0;
-  for (int k = k0 + t; k < k0 + len; k += T) {
-    while (packed_at(i + 1, 0) <= k) ++i;
-    f(k, i, k - packed_at(i, 0));
-  }
-}
-
 struct FastSmem {
   double *inv, *s1, *lp, *terms, *acc;
 };
@@ -587,8 +691,8 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
           q[8 * SS] = gie * gie;
         }
         if (inv_ok) {  // inverse_residual: (I + gold L) * INV against I
-          const double r = fp64::unit_plus_times(
-              C, i, j, 3 * C < 20 ? 0 : j, i + 1, [&](int r, int c) { return gl[size_t(r) * C + c]; }, inv_kj);
+          const double r = fp64::unit_plus_times_lower(
+              C, i, j, 3 * C < 20 ? 0 : j, [&](int r, int c) { return gl[size_t(r) * C + c]; }, inv_kj);
           s2_bad |= !std::isfinite(r);
           const double y = i == j ? 1.0 : 0.0;
           d = r - y;
@@ -634,7 +738,7 @@ CHUNKINV_HD inline size_t fast_reference_smem_doubles(int C) {
 template <class Block>
 CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, double* out, long s, double* sm,
                                         BlockFlags* fl, int* slow) {
-  const int C = g.chunk, T = blk.threads, P = packed_size(C), S = slab_size(C), SS = slab_stride(C);
+  const int C = g.chunk, T = blk.threads, P = packed_size(C), SS = slab_stride(C);
   const size_t csq = size_t(C) * C, at = size_t(s) * csq;
   double* const X = sm;                  // the gold inverse, packed
   double* const terms = X + P;           // 2 x SS
@@ -670,41 +774,15 @@ CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, dou
     });
     return;
   }
-  const bool inv_ok = fl->inv_bad == 0;
-  if (inv_ok) {
+  if (fl->inv_bad == 0) {
     auto x_kj = [&](int k, int j) { return k >= j ? X[packed_at(k, j)] : g.gold_inv[at + size_t(k) * C + j]; };
-    for (int k0 = 0; k0 < P; k0 += S) {
-      const int len = P - k0 < S ? P - k0 : S;
-      blk.each([&](int t) {
-        bool s2_bad = false;
-        slab_entries(k0, len, T, t, [&](int k, int i, int j) {
-          const double r = fp64::unit_plus_times(
-              C, i, j, 3 * C < 20 ? 0 : j, i + 1, [&](int r, int c) { return gl[size_t(r) * C + c]; }, x_kj);
-          s2_bad |= !std::isfinite(r);
-          const double y = i == j ? 1.0 : 0.0, d = r - y;
-          terms[k - k0] = d * d;
-          terms[SS + k - k0] = y * y;
-        });
-        if (s2_bad) blk.set(&fl->s2_bad);
-      });
-      blk.each([&](int t) {
-        if (t >= 2) return;
-        acc[t] = add_terms(acc[t], terms + size_t(t) * SS, len);
-      });
-    }
+    residual_sums(
+        blk, C, [&](int r, int c) { return gl[size_t(r) * C + c]; }, x_kj, terms, acc, fl);
   }
   blk.each([&](int t) {
     if (t != 0) return;
     slow[s] = 0;
-    double* o = out + size_t(s) * kReferenceMetricCount;
-    fp64::RelRmse r;
-    r.err = acc[0];
-    r.ref = acc[1];
-    r.finite = fl->s2_bad == 0;
-    o[0] = 1.0;  // the gold L is finite here
-    o[1] = inv_ok ? 1.0 : 0.0;
-    o[2] = inv_ok ? r.value(C * C) : INFINITY;
-    o[3] = inv_ok ? hd::from_bits(fl->max_bits) : INFINITY;
+    write_reference_fast(out + size_t(s) * kReferenceMetricCount, C, fl, acc);
   });
 }
 

@@ -109,6 +109,39 @@ CHUNKINV_HD inline double unit_plus_times(int C, int i, int j, int k_end, const 
   return unit_plus_times(C, i, j, 0, k_end, l, b);
 }
 
+// unit_plus_times(C, i, j, k_begin, i + 1, l, b), the form the residual
+// takes on a strictly lower L, with the same operations in the same order
+// and fewer instructions: a_ik is 0.0 + l(i, k) below the diagonal and
+// 1.0 + l(i, i) on it, and the peeled terms go to their accumulator by
+// k's parity two at a time, without a test per term.
+template <class L, class B>
+CHUNKINV_HD inline double unit_plus_times_lower(int C, int i, int j, int k_begin, const L& l, const B& b) {
+  if (3 * C < 20) return unit_plus_times(C, i, j, k_begin, i + 1, l, b);
+  auto term = [&](int k) { return b(k, j) * (0.0 + l(i, k)); };  // k < i
+  const double last = b(i, j) * (1.0 + l(i, i));                   // k = i
+  double acc = 0.0, odd = 0.0;
+  int k = k_begin;
+  if (i < (C & ~3)) {
+    const int peeled = (C & ~7) < i + 1 ? (C & ~7) : i + 1;
+    const int below = peeled < i ? peeled : i;  // the peeled terms with k < i
+    if (k < below && (k & 1)) odd += term(k++);
+    for (; k + 1 < below; k += 2) {
+      acc += term(k);
+      odd += term(k + 1);
+    }
+    if (k < below) acc += term(k++);
+    if (k < peeled) {  // k = i
+      if (i & 1) odd += last;
+      else acc += last;
+      ++k;
+    }
+    acc = acc + odd;
+  }
+  for (; k < i; ++k) acc += term(k);
+  if (k == i) acc += last;
+  return acc * 1.0 + 0.0;
+}
+
 // rel_rmse(a, e) of metrics.cpp, one entry at a time in the matrices' data
 // order: sqrt(mean((a-e)^2)) / (sqrt(mean(e^2)) + 1e-30), +inf once an
 // entry of a is not finite.

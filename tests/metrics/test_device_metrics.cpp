@@ -61,6 +61,12 @@ struct HostBlock {
   }
 };
 
+// Samples a fast program took and left.
+struct FastCounts {
+  long fast = 0, slow = 0;
+};
+FastCounts gold_reference_counts;  // the gold's tail's, over the whole test run
+
 template <bool kChannel>
 void gold_on_host_as(const gpu::GoldOnDevice& a) {
   using namespace gpu::blocks;
@@ -68,15 +74,23 @@ void gold_on_host_as(const gpu::GoldOnDevice& a) {
   std::vector<double> sm(gold_smem_doubles(C, kChannel), -7.0);  // junk: nothing may read it unwritten
   BlockFlags fl{};
   const HostBlock blk{block_threads(C)};
+  std::vector<int> slow(size_t(a.n), -1);
   for (long s = 0; s < a.n; ++s) {
     switch (tiles_per_thread(C)) {
-      case 1: gold_program<1, kChannel>(blk, a, s, sm.data(), &fl); break;
-      case 2: gold_program<2, kChannel>(blk, a, s, sm.data(), &fl); break;
-      case 3: gold_program<3, kChannel>(blk, a, s, sm.data(), &fl); break;
-      case 4: gold_program<4, kChannel>(blk, a, s, sm.data(), &fl); break;
-      case 5: gold_program<5, kChannel>(blk, a, s, sm.data(), &fl); break;
+      case 1: gold_program<1, kChannel>(blk, a, s, sm.data(), &fl, slow.data()); break;
+      case 2: gold_program<2, kChannel>(blk, a, s, sm.data(), &fl, slow.data()); break;
+      case 3: gold_program<3, kChannel>(blk, a, s, sm.data(), &fl, slow.data()); break;
+      case 4: gold_program<4, kChannel>(blk, a, s, sm.data(), &fl, slow.data()); break;
       default: FAIL() << "tiles per thread " << tiles_per_thread(C);
     }
+    if (!a.reference) continue;
+    // As gold_on_device runs it: the samples the gold's tail leaves go to the full reference program.
+    if (slow[size_t(s)]) {
+      const gpu::GoldRead g{a.n, C, a.gold_l, a.gold_inv};
+      std::vector<double> rs(reference_smem_doubles(C), -7.0);
+      reference_program(blk, g, a.reference, s, rs.data(), &fl);
+    }
+    ++(slow[size_t(s)] ? gold_reference_counts.slow : gold_reference_counts.fast);
   }
 }
 
@@ -85,11 +99,7 @@ void gold_on_host(const gpu::GoldOnDevice& a) {
   else gold_on_host_as<false>(a);
 }
 
-// Samples the fast metrics program took and left, over the whole test run.
-struct FastCounts {
-  long fast = 0, slow = 0;
-};
-FastCounts fast_counts;
+FastCounts fast_counts;  // the fast metrics program's, over the whole test run
 
 // As metrics_on_device runs them: the fast program, then the full one on the samples it leaves.
 void metrics_on_host(const gpu::GoldRead& g, const gpu::PathOnDevice& p, double* out) {
@@ -404,7 +414,7 @@ TEST(DeviceMetrics, MetricSetsHaveTheCountsTheDeviceWrites) {
 
 TEST(DeviceMetrics, GoldProgramOnTheCpuIsComputeGoldBitForBit) {
   long differing = 0, entries = 0;
-  for (const Batch& b : gold_batches(3)) {
+  for (const Batch& b : gold_batches(8)) {
     const std::vector<GoldOutput> gold = cpu_gold(b);
     const size_t csq = size_t(b.C) * b.C;
     std::vector<double> l(b.n() * csq, -1.0), inv(b.n() * csq, -1.0);
@@ -415,8 +425,22 @@ TEST(DeviceMetrics, GoldProgramOnTheCpuIsComputeGoldBitForBit) {
     if (d) ADD_FAILURE() << b.what << ": " << d << " entries differ";
     differing += d;
     entries += 3 * long(l.size());
+    // Again with the reference in the gold's tail: the same gold, and evaluate_reference's values.
+    std::vector<double> ref(size_t(b.n()) * gpu::kReferenceMetricCount, -1.0);
+    std::fill(l.begin(), l.end(), -1.0);
+    std::fill(inv.begin(), inv.end(), -1.0);
+    a.reference = ref.data();
+    gold_on_host(a);
+    const long dr = gold_differing(b, gold, l, inv, l16) +
+                    values_differing(ref, cpu_reference(gold), b.what + " (reference)", gpu::kReferenceMetricCount);
+    differing += dr;
+    entries += 3 * long(l.size()) + long(ref.size());
   }
-  std::printf("gold program on the CPU: %ld of %ld entries differ from compute_gold\n", differing, entries);
+  std::printf("gold program on the CPU: %ld of %ld entries differ from compute_gold and evaluate_reference "
+              "(the reference's fast rules took %ld samples, left %ld)\n",
+              differing, entries, gold_reference_counts.fast, gold_reference_counts.slow);
+  EXPECT_GT(gold_reference_counts.fast, gold_reference_counts.slow);
+  EXPECT_GT(gold_reference_counts.slow, 0);
   EXPECT_EQ(differing, 0);
 }
 
@@ -537,12 +561,20 @@ TEST(DeviceMetrics, GoldOnDeviceIsComputeGoldBitForBit) {
     DeviceArray<double> g(b.g), beta(b.beta), l(n * csq), inv(n * csq);
     gpu::gold_on_device({b.n(), b.C, b.d, b.w, keys.get(), g.get(), beta.get(), l.get(), inv.get(), l16.get()},
                         nullptr);
-    const long d = gold_differing(b, gold, l.host(), inv.host(), l16.host());
+    long d = gold_differing(b, gold, l.host(), inv.host(), l16.host());
+    entries += 3 * long(n * csq);
+    // With the reference in the gold's tail.
+    DeviceArray<double> ref(n * gpu::kReferenceMetricCount);
+    gpu::gold_on_device(
+        {b.n(), b.C, b.d, b.w, keys.get(), g.get(), beta.get(), l.get(), inv.get(), l16.get(), ref.get()}, nullptr);
+    d += gold_differing(b, gold, l.host(), inv.host(), l16.host()) +
+         values_differing(ref.host(), cpu_reference(gold), b.what + " (reference)", gpu::kReferenceMetricCount);
+    entries += 3 * long(n * csq) + long(n * gpu::kReferenceMetricCount);
     if (d) ADD_FAILURE() << b.what << ": " << d << " entries differ";
     differing += d;
-    entries += 3 * long(n * csq);
   }
-  std::printf("gold on the GPU: %ld of %ld entries differ from compute_gold\n", differing, entries);
+  std::printf("gold on the GPU: %ld of %ld entries differ from compute_gold and evaluate_reference\n", differing,
+              entries);
   EXPECT_EQ(differing, 0);
 #endif
 }

@@ -158,6 +158,33 @@ TEST(GoldOrder, ResidualProductSkipsZeroTermsUpToTheSignOfZero) {
   EXPECT_EQ(differing, 0);
 }
 
+TEST(GoldOrder, LowerResidualEntryIsTheGeneralOneBitForBit) {
+  // unit_plus_times_lower against unit_plus_times(..., i + 1, ...) on
+  // strictly lower L of every kind (extreme values, zeros of both signs, inf
+  // and NaN included) and B of every kind, every entry, every k_begin <= j.
+  Rng rng(15);
+  long differing = 0, entries = 0;
+  for (int C = 2; C <= 64; ++C)
+    for (int t = 0; t < 4; ++t) {
+      const Mat l = strict_lower(C, rng, t % 3);
+      Mat b(C, C);
+      for (int i = 0; i < C; ++i)
+        for (int j = 0; j < C; ++j) b(i, j) = t == 1 && rng.integer(6) == 0 ? extreme_value(rng) : rng.normal();
+      auto lf = [&](int r, int k) { return l(r, k); };
+      auto bf = [&](int k, int c) { return b(k, c); };
+      for (int i = 0; i < C; ++i)
+        for (int j = 0; j < C; ++j)
+          for (int k_begin : {0, j / 2, j}) {
+            const double want = fp64::unit_plus_times(C, i, j, k_begin, i + 1, lf, bf);
+            const double got = fp64::unit_plus_times_lower(C, i, j, k_begin, lf, bf);
+            differing += !same_double(got, want);
+            ++entries;
+          }
+    }
+  std::printf("lower residual entries: %ld of %ld differ from the general form\n", differing, entries);
+  EXPECT_EQ(differing, 0);
+}
+
 TEST(GoldOrder, RelRmseAndResidualAreTheMetricsBitForBit) {
   Rng rng(15);
   int differing = 0;
