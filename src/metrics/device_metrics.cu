@@ -93,10 +93,11 @@ __global__ void gold_kernel(GoldOnDevice a, Left left) {
   if (a.reference) leave_if_slow(left, s);
 }
 
+template <bool kStaged>
 __global__ void metrics_fast_kernel(GoldRead g, PathOnDevice p, double* out, Left left) {
   const Smem m = carve();
   const long s = long(blockIdx.x);
-  blocks::metrics_fast_program(DeviceBlock{int(blockDim.x)}, g, p, out, s, m.sm, m.fl, left.flags);
+  blocks::metrics_fast_program<kStaged>(DeviceBlock{int(blockDim.x)}, g, p, out, s, m.sm, m.fl, left.flags);
   leave_if_slow(left, s);
 }
 
@@ -199,8 +200,9 @@ void metrics_on_device(const GoldRead& g, const PathOnDevice& p, double* out, Me
     throw std::invalid_argument("metrics_on_device: a buffer is missing");
   const int C = g.chunk, threads = blocks::block_threads(C);
   const LeftScratch left(g.n, stream);
-  launch(metrics_fast_kernel, g.n, threads, blocks::kFlagsBytes + blocks::fast_metrics_smem_doubles(C) * 8, stream, g,
-         p, out, left.left());
+  const size_t fast_smem = blocks::kFlagsBytes + blocks::fast_metrics_smem_doubles(C) * 8;
+  if (blocks::fast_stages_gold(C)) launch(metrics_fast_kernel<true>, g.n, threads, fast_smem, stream, g, p, out, left.left());
+  else launch(metrics_fast_kernel<false>, g.n, threads, fast_smem, stream, g, p, out, left.left());
   launch(metrics_kernel, std::min(g.n, kSlowGrid), threads, blocks::kFlagsBytes + blocks::metrics_smem_doubles(C) * 8,
          stream, g, p, out, left.left());
 }

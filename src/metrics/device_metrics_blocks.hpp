@@ -78,12 +78,12 @@ CHUNKINV_HD inline void tile_coords(int q, int& ti, int& tj) {
 CHUNKINV_HD inline int packed_size(int C) { return C * (C + 1) / 2; }
 CHUNKINV_HD inline int packed_at(int i, int j) { return i * (i + 1) / 2 + j; }
 
-// Entries of a slab: 64 up to C = 32, so that a block's shared memory stays
-// small and more blocks share a multiprocessor (the programs wait on
-// latency, not on bandwidth); 256 above, where the path's packed L needs
-// as much of the same space anyway.
+// Entries of a slab: one a thread up to C = 16, 64 up to C = 32, so that a
+// block's shared memory stays small and more blocks share a multiprocessor
+// (the programs wait on latency, not on bandwidth); 256 above, where the
+// path's packed L needs as much of the same space anyway.
 CHUNKINV_HD inline int slab_size(int C) {
-  const int s = C <= 32 ? 64 : 256;
+  const int s = C <= 16 ? 32 : C <= 32 ? 64 : 256;
   return packed_size(C) < s ? packed_size(C) : s;
 }
 CHUNKINV_HD inline int slab_stride(int C) { return slab_size(C) | 1; }  // odd: the sums' threads read different banks
@@ -576,15 +576,21 @@ CHUNKINV_HD inline bool fast_rules_hold(int upper, bool l_ok, bool inv_ok, bool 
   if (gold_run_ok) needs |= kUpperGoldRun | kUpperGoldInv;                  // inv_gold_l_rel_rmse
   return (upper & needs) == 0;
 }
+// Up to C = 16 the fast program also keeps the gold L and the gold inverse
+// in shared memory (packed), for the residual's products and the terms.
+// Above, the blocks an SM holds would drop by a third (C = 32, run 39 on
+// the H200: kernel-path metrics 53.6 -> 70.7 ns a sample).
+CHUNKINV_HD inline bool fast_stages_gold(int C) { return C <= 16; }
 struct FastSmem {
-  double *inv, *s1, *lp, *terms, *acc;
+  double *inv, *s1, *lp, *terms, *acc, *gl, *gi;
 };
 CHUNKINV_HD inline size_t fast_scratch(int C) {
   const size_t a = size_t(packed_size(C)), b = size_t(kChains) * slab_stride(C);
   return a > b ? a : b;
 }
 CHUNKINV_HD inline size_t fast_metrics_smem_doubles(int C) {
-  return size_t(packed_size(C)) + size_t(C) * C + fast_scratch(C) + kChains;
+  return size_t(packed_size(C)) + size_t(C) * C + fast_scratch(C) + kChains +
+         (fast_stages_gold(C) ? 2 * size_t(packed_size(C)) : 0);
 }
 CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C) {
   FastSmem m;
@@ -592,10 +598,13 @@ CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C) {
   m.s1 = m.inv + packed_size(C);          // the exact inverse of I + path L, C x C
   m.lp = m.terms = m.s1 + size_t(C) * C;  // the path's L packed (for the solve), then the slabs' terms
   m.acc = m.lp + fast_scratch(C);         // the sums, kChains
+  m.gl = m.acc + kChains;                 // the gold L, packed (fast_stages_gold)
+  m.gi = m.gl + packed_size(C);           // the gold inverse, packed (fast_stages_gold)
   return m;
 }
 
-template <class Block>
+// kStaged = fast_stages_gold(C).
+template <bool kStaged, class Block>
 CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const PathOnDevice& p, double* out, long s,
                                       double* sm, BlockFlags* fl, int* slow) {
   const int C = g.chunk, T = blk.threads, P = packed_size(C), S = slab_size(C), SS = slab_stride(C);
@@ -604,6 +613,9 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   const double* gl = g.gold_l + at;
   const double* gi = g.gold_inv + at;
   const bool own_gold_l = p.l_f64 != nullptr && p.l_f64 == g.gold_l;
+  // The gold L's entry (r, c), c <= r, and the gold inverse's (i, j), j <= i (e = i C + j, k packed).
+  auto gold_l = [&](int r, int c) { return kStaged ? m.gl[packed_at(r, c)] : gl[size_t(r) * C + c]; };
+  auto gold_inv = [&](size_t e, int k) { return kStaged ? m.gi[k] : gi[e]; };
   auto path_l = [&](size_t e) { return p.l_f64 ? p.l_f64[at + e] : fp64::fp16_value(p.l_fp16[at + e]); };
 
   blk.each([&](int t) {
@@ -614,24 +626,44 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
     count_decays(blk, p, s, t, fl);
     bool l_bad = false, inv_bad = false, sinv_bad = false;
     int upper = 0;
-    for (size_t e = t; e < csq; e += T) {
-      const int i = int(e / size_t(C)), j = int(e % size_t(C));
-      const double l = path_l(e), gle = gl[e];
-      const uint16_t ib = p.inv[at + e];
-      const uint16_t sb = p.gold_l_inv ? p.gold_l_inv[at + e] : uint16_t(0);
-      l_bad |= !std::isfinite(l);
-      inv_bad |= (ib & 0x7C00) == 0x7C00;
-      sinv_bad |= (sb & 0x7C00) == 0x7C00;
-      if (!std::isfinite(gle)) upper |= kGoldLBad;
-      if (j > i) {
-        if (l != 0.0) upper |= kUpperL;
-        if (gle != 0.0) upper |= kUpperGoldL;
-        if ((ib & 0x7FFF) != 0) upper |= kUpperInv;
-        if (gi[e] != 0.0) upper |= kUpperGoldInv;
-        if ((sb & 0x7FFF) != 0) upper |= kUpperGoldRun;
-      } else {
-        m.lp[packed_at(i, j)] = l;
-        m.inv[packed_at(i, j)] = fp64::fp16_value(ib);
+    // kU entries a step: their loads are all issued before any is used.
+    constexpr int kU = 4;
+    for (size_t e0 = t; e0 < csq; e0 += size_t(kU) * T) {
+      double l[kU], gle[kU], gie[kU];
+      uint16_t ib[kU], sb[kU];
+      CHUNKINV_UNROLL
+      for (int u = 0; u < kU; ++u) {
+        const size_t e = e0 + size_t(u) * T < csq ? e0 + size_t(u) * T : e0;
+        l[u] = path_l(e);
+        gle[u] = gl[e];
+        gie[u] = gi[e];
+        ib[u] = p.inv[at + e];
+        sb[u] = p.gold_l_inv ? p.gold_l_inv[at + e] : uint16_t(0);
+      }
+      CHUNKINV_UNROLL
+      for (int u = 0; u < kU; ++u) {
+        const size_t e = e0 + size_t(u) * T;
+        if (e >= csq) continue;
+        const int i = int(e / size_t(C)), j = int(e % size_t(C));
+        l_bad |= !std::isfinite(l[u]);
+        inv_bad |= (ib[u] & 0x7C00) == 0x7C00;
+        sinv_bad |= (sb[u] & 0x7C00) == 0x7C00;
+        if (!std::isfinite(gle[u])) upper |= kGoldLBad;
+        if (j > i) {
+          if (l[u] != 0.0) upper |= kUpperL;
+          if (gle[u] != 0.0) upper |= kUpperGoldL;
+          if ((ib[u] & 0x7FFF) != 0) upper |= kUpperInv;
+          if (gie[u] != 0.0) upper |= kUpperGoldInv;
+          if ((sb[u] & 0x7FFF) != 0) upper |= kUpperGoldRun;
+        } else {
+          const int k = packed_at(i, j);
+          m.lp[k] = l[u];
+          m.inv[k] = fp64::fp16_value(ib[u]);
+          if (kStaged) {
+            m.gl[k] = gle[u];
+            m.gi[k] = gie[u];
+          }
+        }
       }
     }
     if (l_bad) blk.set(&fl->l_bad);
@@ -666,7 +698,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
       bool s2_bad = false;
       slab_entries(k0, len, T, t, [&](int k, int i, int j) {
         const size_t e = size_t(i) * C + j;
-        const double gle = gl[e], gie = gi[e], inv = m.inv[k];
+        const double gle = gold_l(i, j), gie = gold_inv(e, k), inv = m.inv[k];
         double* q = m.terms + (k - k0);
         double d;
         if (l_ok) {  // l_rel_rmse
@@ -691,8 +723,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
           q[8 * SS] = gie * gie;
         }
         if (inv_ok) {  // inverse_residual: (I + gold L) * INV against I
-          const double r = fp64::unit_plus_times_lower(
-              C, i, j, 3 * C < 20 ? 0 : j, [&](int r, int c) { return gl[size_t(r) * C + c]; }, inv_kj);
+          const double r = fp64::unit_plus_times_lower(C, i, j, 3 * C < 20 ? 0 : j, gold_l, inv_kj);
           s2_bad |= !std::isfinite(r);
           const double y = i == j ? 1.0 : 0.0;
           d = r - y;
