@@ -4,13 +4,16 @@
 //      and fp16(beta) (inputs/device_families);
 //   2. the gold L and inverse in FP64, fp16(gold L) and the gold's own
 //      metrics (evaluate_reference) (metrics/device_metrics);
-//   3. the kernel path's launch over 2n tasks: the kernel's own L and
-//      inverse (tasks [0, n)) and its Neumann inverse of the gold L (tasks
-//      [n, 2n)), exactly as KernelPath::run_batch launches it;
-//   4. each entry's metrics into one [n x M] buffer, folded at once into
+//   3. the kernel path's 2n tasks of KernelPath::run_batch's launch, in two
+//      launches: the kernel's own L and inverse (tasks [0, n)), then its
+//      Neumann inverse of the gold L (tasks [n, 2n), no keys in shared
+//      memory, so more of them an SM);
+//   4. each entry's metrics into an [n x M] buffer, folded at once into
 //      that entry's sketches (metrics/device_sketch). The gold path's
 //      Neumann entry is the run on the gold L: the gold path forms the gold
-//      L, and the method on it is the same arithmetic.
+//      L, and the method on it is the same arithmetic. With both the kernel
+//      path's entry and the gold path's, one launch computes the two
+//      (metrics_pair_on_device: shared operands and sums) where that pays.
 // After the last batch the sketches' states come back. Stream order alone
 // orders the stages: a stage's buffer is rewritten only by the next batch's
 // same stage, after everything before it on the stream.
@@ -41,7 +44,7 @@ struct DevicePipeline::Worker {
   int device = 0;
   cudaStream_t stream = nullptr;
   DeviceBuffer<uint16_t> keys, beta16, gold16, decay, inv_decay, l, inv, sinv;
-  DeviceBuffer<double> g, beta, gold_l, gold_inv, values, reference;
+  DeviceBuffer<double> g, beta, gold_l, gold_inv, values, values2, reference;
   DeviceBuffer<int> hp;
   DeviceBuffer<float> pmax;
   std::vector<std::unique_ptr<DeviceSketch>> sketches;  // one per task, kept while their metric counts fit
@@ -213,7 +216,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
   const size_t csq = size_t(C) * C;
   const KernelChoice kc = kernel_choice(group, paths);
   const int cp = std::max((C + 15) / 16 * 16, kc.pad);
-  const gpu::KernelLaunch launch = gpu::plan_launch(cp, d);
+  const gpu::KernelLaunch launch = gpu::plan_launch(cp, d), stable_launch = gpu::plan_stable_launch(cp, d);
   const uint64_t batch = batch_samples(cfg, gw);
   const size_t cap = size_t(std::min<uint64_t>(batch, std::max<uint64_t>(range.count, 1)));
   cudaStream_t st = w.stream;
@@ -248,6 +251,13 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
   const bool with_reference =
       std::any_of(group.tasks.begin(), group.tasks.end(), [](const Task& t) { return t.reference; });
   double* reference = with_reference ? w.reference.get(cap * gpu::kReferenceMetricCount) : nullptr;
+  // One kernel path's entry and one gold path's: their metrics in one launch.
+  const auto entries = [&](bool kernel) {
+    return std::count_if(group.tasks.begin(), group.tasks.end(),
+                         [&](const Task& t) { return !t.reference && kernel_task(t, paths) == kernel; });
+  };
+  const bool pair = entries(true) == 1 && entries(false) == 1 && gpu::pair_pays(C);
+  double* values2 = pair ? w.values2.get(cap * gpu::kNeumannMetricCount) : nullptr;
 
   StageClock clock;
   for (uint64_t done = 0; done < range.count;) {
@@ -294,40 +304,59 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
     a.highest_power = hp;
     a.power_max = pmax;
     a.powers = nullptr;
-    if (kc.version == 2) gpu::launch_kernel_path_v2(a, launch, 2 * n, st);
-    else gpu::launch_kernel_path(a, launch, 2 * n, st);
+    // The whole samples, then the runs on the gold L, each launch with the
+    // shared memory its tasks use (the runs hold no keys: more warps an SM).
+    auto run = [&](const gpu::KernelArgs& args, const gpu::KernelLaunch& l) {
+      if (kc.version == 2) gpu::launch_kernel_path_v2(args, l, n, st);
+      else gpu::launch_kernel_path(args, l, n, st);
+    };
+    a.task_end = n;
+    run(a, launch);
+    gpu::KernelArgs b = a;
+    b.task_first = n;
+    b.task_end = 2 * n;
+    b.warp_smem = stable_launch.warp_smem;
+    run(b, stable_launch);
     clock.mark("kernel", st);
 
     const gpu::GoldRead gold{n, C, gold_l, gold_inv};
+    // The kernel path's entry and the gold path's, as the device holds them.
+    gpu::PathOnDevice kernel_entry;
+    kernel_entry.decays = C * gw;
+    kernel_entry.decay = decay;
+    kernel_entry.inv_decay = inv_decay;
+    kernel_entry.l_fp16 = l;
+    kernel_entry.inv = inv;
+    kernel_entry.highest_power = hp;
+    kernel_entry.power_max = pmax;
+    kernel_entry.gold_l_inv = sinv;
+    kernel_entry.gold_l_highest_power = hp + n;
+    kernel_entry.gold_l_power_max = pmax + n;
+    gpu::PathOnDevice gold_entry;  // the gold L, and the method's run on it
+    gold_entry.l_f64 = gold_l;
+    gold_entry.inv = sinv;
+    gold_entry.highest_power = hp + n;
+    gold_entry.power_max = pmax + n;
+    gold_entry.gold_l_inv = sinv;
+    gold_entry.gold_l_highest_power = hp + n;
+    gold_entry.gold_l_power_max = pmax + n;
+    if (pair) {
+      gpu::metrics_pair_on_device(gold, kernel_entry, gold_entry, values, values2, st);
+      clock.mark("metrics(kernel, gold)", st);
+    }
     for (size_t t = 0; t < nt; ++t) {
       const Task& task = group.tasks[t];
+      const double* v = values;
       if (task.reference) {  // the gold's stage computed them
-        w.sketches[t]->fold(reference, size_t(n), st);
-        clock.mark("fold", st);
-        continue;
+        v = reference;
+      } else if (pair) {
+        v = kernel_task(task, paths) ? values : values2;
+      } else {
+        const bool kernel = kernel_task(task, paths);
+        gpu::metrics_on_device(gold, kernel ? kernel_entry : gold_entry, values, st);
+        clock.mark(kernel ? "metrics(kernel)" : "metrics(gold)", st);
       }
-      gpu::PathOnDevice p;
-      const bool kernel = kernel_task(task, paths);
-      if (kernel) {
-        p.decays = C * gw;
-        p.decay = decay;
-        p.inv_decay = inv_decay;
-        p.l_fp16 = l;
-        p.inv = inv;
-        p.highest_power = hp;
-        p.power_max = pmax;
-      } else {  // the gold path: the gold L, and the method's run on it
-        p.l_f64 = gold_l;
-        p.inv = sinv;
-        p.highest_power = hp + n;
-        p.power_max = pmax + n;
-      }
-      p.gold_l_inv = sinv;
-      p.gold_l_highest_power = hp + n;
-      p.gold_l_power_max = pmax + n;
-      gpu::metrics_on_device(gold, p, values, st);
-      clock.mark(kernel ? "metrics(kernel)" : "metrics(gold)", st);
-      w.sketches[t]->fold(values, size_t(n), st);
+      w.sketches[t]->fold(v, size_t(n), st);
       clock.mark("fold", st);
     }
     clock.batch();

@@ -101,6 +101,17 @@ __global__ void metrics_fast_kernel(GoldRead g, PathOnDevice p, double* out, Lef
   leave_if_slow(left, s);
 }
 
+template <bool kStaged>
+__global__ void pair_fast_kernel(GoldRead g, PathOnDevice pk, PathOnDevice pg, double* out_k, double* out_g,
+                                 Left left_k, Left left_g) {
+  const Smem m = carve();
+  const long s = long(blockIdx.x);
+  blocks::pair_fast_program<kStaged>(DeviceBlock{int(blockDim.x)}, g, pk, pg, out_k, out_g, s, m.sm, m.fl,
+                                     left_k.flags, left_g.flags);
+  leave_if_slow(left_k, s);
+  leave_if_slow(left_g, s);
+}
+
 __global__ void metrics_kernel(GoldRead g, PathOnDevice p, double* out, Left left) {
   const Smem m = carve();
   const int n = *left.count;
@@ -205,6 +216,26 @@ void metrics_on_device(const GoldRead& g, const PathOnDevice& p, double* out, Me
   else launch(metrics_fast_kernel<false>, g.n, threads, fast_smem, stream, g, p, out, left.left());
   launch(metrics_kernel, std::min(g.n, kSlowGrid), threads, blocks::kFlagsBytes + blocks::metrics_smem_doubles(C) * 8,
          stream, g, p, out, left.left());
+}
+
+void metrics_pair_on_device(const GoldRead& g, const PathOnDevice& pk, const PathOnDevice& pg, double* out_k,
+                            double* out_g, MetricsStream stream) {
+  check_chunk("metrics_pair_on_device", g.chunk);
+  if (g.n <= 0) return;
+  if (!g.gold_l || !g.gold_inv || !out_k || !out_g || !pk.inv || (!pk.l_fp16 && !pk.l_f64) || !pk.gold_l_inv)
+    throw std::invalid_argument("metrics_pair_on_device: a buffer is missing");
+  if (pk.l_f64 == g.gold_l || pg.l_f64 != g.gold_l || pg.inv != pk.gold_l_inv || pg.gold_l_inv != pk.gold_l_inv)
+    throw std::invalid_argument("metrics_pair_on_device: the entries are not the kernel path's and the gold path's");
+  const int C = g.chunk, threads = blocks::block_threads(C);
+  const LeftScratch left_k(g.n, stream), left_g(g.n, stream);
+  const size_t smem = blocks::kFlagsBytes + blocks::pair_metrics_smem_doubles(C) * 8;
+  if (blocks::fast_stages_gold(C))
+    launch(pair_fast_kernel<true>, g.n, threads, smem, stream, g, pk, pg, out_k, out_g, left_k.left(), left_g.left());
+  else
+    launch(pair_fast_kernel<false>, g.n, threads, smem, stream, g, pk, pg, out_k, out_g, left_k.left(), left_g.left());
+  const size_t full = blocks::kFlagsBytes + blocks::metrics_smem_doubles(C) * 8;
+  launch(metrics_kernel, std::min(g.n, kSlowGrid), threads, full, stream, g, pk, out_k, left_k.left());
+  launch(metrics_kernel, std::min(g.n, kSlowGrid), threads, full, stream, g, pg, out_g, left_g.left());
 }
 
 void reference_metrics_on_device(const GoldRead& g, double* out, MetricsStream stream) {

@@ -84,6 +84,19 @@ struct GoldRead {
 
 // evaluate(neumann, gold, path) per sample into out[n x kNeumannMetricCount], sample-major.
 void metrics_on_device(const GoldRead& gold, const PathOnDevice& path, double* out, MetricsStream stream);
+// metrics_on_device for two entries of the same samples at once, sharing
+// their operands and the sums they have in common: the kernel path's
+// (kernel: its own L and INV, and the run on the gold L) and the gold
+// path's (gold_path: l_f64 the gold L, inv and gold_l_inv both the run on
+// the gold L that kernel.gold_l_inv holds). The same values as two calls.
+void metrics_pair_on_device(const GoldRead& gold, const PathOnDevice& kernel, const PathOnDevice& gold_path,
+                            double* out_kernel, double* out_gold, MetricsStream stream);
+// Whether the pair is faster than two calls at chunk C: up to C = 16. Above,
+// its larger blocks leave fewer of them to an SM, and each waits on both
+// entries' serial sums (H200, ns a sample, the pair in run 40 against two
+// calls in runs 39 and 41: C = 16 15.8 against 18.6, C = 32 97.8 against
+// 92.5, C = 64 437.5 against 399.6).
+inline bool pair_pays(int chunk) { return chunk <= 16; }
 // evaluate_reference(gold) per sample into out[n x kReferenceMetricCount].
 void reference_metrics_on_device(const GoldRead& gold, double* out, MetricsStream stream);
 

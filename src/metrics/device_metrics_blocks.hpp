@@ -758,6 +758,234 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   });
 }
 
+// ---- The kernel path's entry and the gold path's at once ------------------
+//
+// evaluate(neumann) of two entries of one sample by the fast program's
+// rules, in one block: the kernel path's (pk: its L and INV, and the run on
+// the gold L) and the gold path's (pg: the gold L, and as INV that same run
+// on the gold L, pg.inv == pg.gold_l_inv == pk.gold_l_inv). Their sums share
+// terms, so the block forms 9 sums instead of 20, each in the host's order:
+//  - the gold path's inv_total, inv_method_only (its L is the gold L, so its
+//    exact inverse is the gold inverse) and inv_gold_l sums are all the
+//    kernel entry's inv_gold_l sums, term for term;
+//  - both entries' l_rel_rmse reference sums are the gold L's squares;
+//  - the gold path's l_rel_rmse error sum is +0: on a finite gold L every
+//    term is (x - x)^2 = +0;
+//  - every inverse_residual's reference sum is C: ones on the diagonal and
+//    +0 elsewhere, added in order, exactly.
+// An entry the rules do not cover is flagged in its own slow array and left
+// to metrics_program; the other is still done here.
+enum PairSum { kKlErr, kGlRef, kKinvErr, kGiRef, kMethodErr, kS1Ref, kRunErr, kKResErr, kGResErr, kPairSums };
+inline constexpr int kS2Kernel = 1, kS2Gold = 2;  // BlockFlags::s2_bad bits: whose residual is not finite
+
+struct PairSmem {
+  double *inv, *run, *s1, *lp, *terms, *acc, *gl, *gi;
+};
+CHUNKINV_HD inline size_t pair_scratch(int C) {
+  const size_t a = size_t(packed_size(C)), b = size_t(kPairSums) * slab_stride(C);
+  return a > b ? a : b;
+}
+CHUNKINV_HD inline size_t pair_metrics_smem_doubles(int C) {
+  return 2 * size_t(packed_size(C)) + size_t(C) * C + pair_scratch(C) + kPairSums +
+         (fast_stages_gold(C) ? 2 * size_t(packed_size(C)) : 0);
+}
+CHUNKINV_HD inline PairSmem pair_smem(double* sm, int C) {
+  PairSmem m;
+  m.inv = sm;                             // the kernel's INV as doubles, packed
+  m.run = m.inv + packed_size(C);         // the run on the gold L as doubles, packed
+  m.s1 = m.run + packed_size(C);          // the exact inverse of I + kernel L, C x C
+  m.lp = m.terms = m.s1 + size_t(C) * C;  // the kernel's L packed (for the solve), then the slabs' terms
+  m.acc = m.lp + pair_scratch(C);         // the sums, kPairSums
+  m.gl = m.acc + kPairSums;               // the gold L, packed (fast_stages_gold)
+  m.gi = m.gl + packed_size(C);           // the gold inverse, packed (fast_stages_gold)
+  return m;
+}
+
+// The upper-triangle bits of the gold path's entry, from those the pair
+// program found for the kernel's (its L is the gold L, its INV the run).
+CHUNKINV_HD inline int gold_path_upper(int upper) {
+  int u = upper & (kUpperGoldInv | kUpperGoldRun | kGoldLBad);
+  if (upper & kUpperGoldL) u |= kUpperL | kUpperGoldL;
+  if (upper & kUpperGoldRun) u |= kUpperInv;
+  return u;
+}
+
+// kStaged = fast_stages_gold(C). out_k, out_g: the two entries' values.
+template <bool kStaged, class Block>
+CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const PathOnDevice& pk, const PathOnDevice& pg,
+                                   double* out_k, double* out_g, long s, double* sm, BlockFlags* fl, int* slow_k,
+                                   int* slow_g) {
+  const int C = g.chunk, T = blk.threads, P = packed_size(C), S = slab_size(C), SS = slab_stride(C);
+  const size_t csq = size_t(C) * C, at = size_t(s) * csq;
+  const PairSmem m = pair_smem(sm, C);
+  const double* gl = g.gold_l + at;
+  const double* gi = g.gold_inv + at;
+  auto gold_l = [&](int r, int c) { return kStaged ? m.gl[packed_at(r, c)] : gl[size_t(r) * C + c]; };
+  auto gold_inv = [&](size_t e, int k) { return kStaged ? m.gi[k] : gi[e]; };
+  auto kernel_l = [&](size_t e) { return pk.l_f64 ? pk.l_f64[at + e] : fp64::fp16_value(pk.l_fp16[at + e]); };
+
+  blk.each([&](int t) {
+    if (t == 0) fl->l_bad = fl->inv_bad = fl->zeros = fl->nonfinite = fl->upper = fl->sinv_bad = fl->s2_bad = 0;
+    if (t < kPairSums) m.acc[t] = 0.0;
+  });
+  blk.each([&](int t) {  // as metrics_fast_program's, for the kernel's entry; the run on the gold L read once
+    count_decays(blk, pk, s, t, fl);
+    bool l_bad = false, inv_bad = false, sinv_bad = false;
+    int upper = 0;
+    constexpr int kU = 4;
+    for (size_t e0 = t; e0 < csq; e0 += size_t(kU) * T) {
+      double l[kU], gle[kU], gie[kU];
+      uint16_t ib[kU], sb[kU];
+      CHUNKINV_UNROLL
+      for (int u = 0; u < kU; ++u) {
+        const size_t e = e0 + size_t(u) * T < csq ? e0 + size_t(u) * T : e0;
+        l[u] = kernel_l(e);
+        gle[u] = gl[e];
+        gie[u] = gi[e];
+        ib[u] = pk.inv[at + e];
+        sb[u] = pk.gold_l_inv[at + e];
+      }
+      CHUNKINV_UNROLL
+      for (int u = 0; u < kU; ++u) {
+        const size_t e = e0 + size_t(u) * T;
+        if (e >= csq) continue;
+        const int i = int(e / size_t(C)), j = int(e % size_t(C));
+        l_bad |= !std::isfinite(l[u]);
+        inv_bad |= (ib[u] & 0x7C00) == 0x7C00;
+        sinv_bad |= (sb[u] & 0x7C00) == 0x7C00;
+        if (!std::isfinite(gle[u])) upper |= kGoldLBad;
+        if (j > i) {
+          if (l[u] != 0.0) upper |= kUpperL;
+          if (gle[u] != 0.0) upper |= kUpperGoldL;
+          if ((ib[u] & 0x7FFF) != 0) upper |= kUpperInv;
+          if (gie[u] != 0.0) upper |= kUpperGoldInv;
+          if ((sb[u] & 0x7FFF) != 0) upper |= kUpperGoldRun;
+        } else {
+          const int k = packed_at(i, j);
+          m.lp[k] = l[u];
+          m.inv[k] = fp64::fp16_value(ib[u]);
+          m.run[k] = fp64::fp16_value(sb[u]);
+          if (kStaged) {
+            m.gl[k] = gle[u];
+            m.gi[k] = gie[u];
+          }
+        }
+      }
+    }
+    if (l_bad) blk.set(&fl->l_bad);
+    if (inv_bad) blk.set(&fl->inv_bad);
+    if (sinv_bad) blk.set(&fl->sinv_bad);
+    if (upper) blk.set_bits(&fl->upper, upper);
+  });
+  // The kernel's entry ...
+  const bool l_ok = fl->l_bad == 0, inv_ok = fl->inv_bad == 0, method = l_ok && inv_ok;
+  const bool run_ok = fl->sinv_bad == 0;
+  const bool k_fast = fast_rules_hold(fl->upper, l_ok, inv_ok, run_ok);
+  // ... and the gold path's: its L is the gold L, its INV the run.
+  const int upper_g = gold_path_upper(fl->upper);
+  const bool gl_ok = (fl->upper & kGoldLBad) == 0;
+  const bool g_fast = fast_rules_hold(upper_g, gl_ok, run_ok, run_ok);
+  blk.each([&](int t) {
+    if (t == 0) {
+      slow_k[s] = !k_fast;
+      slow_g[s] = !g_fast;
+    }
+  });
+  if (!k_fast && !g_fast) return;
+  blk.each([&](int t) {  // unit_lower_inverse(kernel L), as metrics_program
+    if (!k_fast || !method) return;
+    for (int c = t; c < C; c += T)
+      fp64::unit_lower_solve_column(
+          C, c, c & ~31, [&](int i, int j) { return m.lp[packed_at(i, j)]; },
+          [&](int i) -> double& { return m.s1[size_t(i) * C + c]; });
+  });
+
+  // B for the residuals: the packed copies; below C = 7 the entries above the diagonal from the FP16 bits.
+  auto inv_kj = [&](int k, int j) { return k >= j ? m.inv[packed_at(k, j)] : fp64::fp16_value(pk.inv[at + size_t(k) * C + j]); };
+  auto run_kj = [&](int k, int j) { return k >= j ? m.run[packed_at(k, j)] : fp64::fp16_value(pg.inv[at + size_t(k) * C + j]); };
+  const bool k_res = k_fast && inv_ok, g_res = g_fast && run_ok;
+  for (int k0 = 0; k0 < P; k0 += S) {
+    const int len = P - k0 < S ? P - k0 : S;
+    blk.each([&](int t) {
+      int s2_bad = 0;
+      slab_entries(k0, len, T, t, [&](int k, int i, int j) {
+        const size_t e = size_t(i) * C + j;
+        const double gle = gold_l(i, j), gie = gold_inv(e, k), inv = m.inv[k], run = m.run[k];
+        double* q = m.terms + (k - k0);
+        double d;
+        if (l_ok) {
+          d = kernel_l(e) - gle;
+          q[kKlErr * SS] = d * d;
+        }
+        q[kGlRef * SS] = gle * gle;
+        q[kGiRef * SS] = gie * gie;
+        if (inv_ok) {
+          d = inv - gie;
+          q[kKinvErr * SS] = d * d;
+        }
+        if (method) {
+          const double x = m.s1[e];
+          d = inv - x;
+          q[kMethodErr * SS] = d * d;
+          q[kS1Ref * SS] = x * x;
+        }
+        if (run_ok) {
+          d = run - gie;
+          q[kRunErr * SS] = d * d;
+        }
+        const double y = i == j ? 1.0 : 0.0;
+        if (k_res) {  // (I + gold L) * kernel INV against I
+          const double r = fp64::unit_plus_times_lower(C, i, j, 3 * C < 20 ? 0 : j, gold_l, inv_kj);
+          if (!std::isfinite(r)) s2_bad |= kS2Kernel;
+          d = r - y;
+          q[kKResErr * SS] = d * d;
+        }
+        if (g_res) {  // (I + gold L) * run against I
+          const double r = fp64::unit_plus_times_lower(C, i, j, 3 * C < 20 ? 0 : j, gold_l, run_kj);
+          if (!std::isfinite(r)) s2_bad |= kS2Gold;
+          d = r - y;
+          q[kGResErr * SS] = d * d;
+        }
+      });
+      if (s2_bad) blk.set_bits(&fl->s2_bad, s2_bad);
+    });
+    blk.each([&](int t) {  // the sums, each in the host's order; the unused ones add what nobody reads
+      if (t >= kPairSums) return;
+      m.acc[t] = add_terms(m.acc[t], m.terms + size_t(t) * SS, len);
+    });
+  }
+
+  blk.each([&](int t) {
+    auto value = [&](double err, double ref, bool finite) {
+      fp64::RelRmse r;
+      r.err = err;
+      r.ref = ref;
+      r.finite = finite;
+      return r.value(C * C);
+    };
+    const double ones = double(C);  // the residuals' reference sums
+    if (t == 0 && k_fast) {
+      double* o = out_k + size_t(s) * kNeumannMetricCount;
+      write_counts_and_diagnostics(o, pk, s, fl, l_ok, inv_ok);
+      o[4] = l_ok ? value(m.acc[kKlErr], m.acc[kGlRef], true) : INFINITY;
+      o[5] = inv_ok ? value(m.acc[kKinvErr], m.acc[kGiRef], true) : INFINITY;
+      o[6] = method ? value(m.acc[kMethodErr], m.acc[kS1Ref], true) : INFINITY;
+      o[7] = value(m.acc[kRunErr], m.acc[kGiRef], run_ok);
+      o[8] = inv_ok ? value(m.acc[kKResErr], ones, (fl->s2_bad & kS2Kernel) == 0) : INFINITY;
+    }
+    if (t == (T > 32 ? 32 : 1) && g_fast) {  // on another warp where there is one
+      double* o = out_g + size_t(s) * kNeumannMetricCount;
+      BlockFlags none{};  // the gold path forms no decays
+      write_counts_and_diagnostics(o, pg, s, &none, gl_ok, run_ok);
+      o[4] = gl_ok ? value(0.0, m.acc[kGlRef], true) : INFINITY;
+      o[5] = run_ok ? value(m.acc[kRunErr], m.acc[kGiRef], true) : INFINITY;
+      o[6] = gl_ok && run_ok ? value(m.acc[kRunErr], m.acc[kGiRef], true) : INFINITY;
+      o[7] = value(m.acc[kRunErr], m.acc[kGiRef], run_ok);
+      o[8] = run_ok ? value(m.acc[kGResErr], ones, (fl->s2_bad & kS2Gold) == 0) : INFINITY;
+    }
+  });
+}
+
 // evaluate_reference(gold) by the fast program's rules: for samples whose
 // gold L is finite and both matrices zero above the diagonal (else slow[s]
 // is set, for reference_program). Shared memory: the gold inverse packed,

@@ -93,6 +93,23 @@ TEST(DevicePipelineGpu, ReportIsTheHostLoopsBitForBit) {
   }
 }
 
+// One path alone: its entry's metrics by themselves (the pipeline pairs
+// the kernel path's entry with the gold path's only when both are there).
+TEST(DevicePipelineGpu, OnePathAloneIsTheHostLoopsBitForBit) {
+  CHUNKINV_REQUIRE_GPU();
+  for (const char* which : {"kernel", "gold"}) {
+    const auto paths = parse_paths(which);
+    DevicePipeline device(paths, {0});
+    for (int chunk : {5, 16, 64}) {
+      const auto points = points_of({"family=model_like", "chunk=" + std::to_string(chunk), "dim=32"});
+      const RunResult host = run_with(points, paths, 800, 12, nullptr, 3);
+      const RunResult dev = run_with(points, paths, 800, 12, &device, 3);
+      EXPECT_EQ(dev.on_device.size(), points.size()) << "every group on the device";
+      EXPECT_EQ(differences(host.entries, dev.entries, std::string(which) + " alone C=" + std::to_string(chunk)), 0u);
+    }
+  }
+}
+
 TEST(DevicePipelineGpu, WorkersDoNotChangeTheStates) {
   CHUNKINV_REQUIRE_GPU();
   const auto paths = parse_paths("gold,kernel");

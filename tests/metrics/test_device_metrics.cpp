@@ -116,6 +116,27 @@ void metrics_on_host(const gpu::GoldRead& g, const gpu::PathOnDevice& p, double*
   }
 }
 
+// As metrics_pair_on_device runs them: the pair program, then the full one on each entry it leaves.
+FastCounts pair_counts;
+void pair_on_host(const gpu::GoldRead& g, const gpu::PathOnDevice& pk, const gpu::PathOnDevice& pg, double* out_k,
+                  double* out_g) {
+  using namespace gpu::blocks;
+  const int C = g.chunk;
+  std::vector<double> sm(std::max(metrics_smem_doubles(C), pair_metrics_smem_doubles(C)), -7.0);
+  BlockFlags fl{};
+  const HostBlock blk{block_threads(C)};
+  std::vector<int> slow_k(size_t(g.n), -1), slow_g(size_t(g.n), -1);
+  for (long s = 0; s < g.n; ++s) {
+    if (fast_stages_gold(C))
+      pair_fast_program<true>(blk, g, pk, pg, out_k, out_g, s, sm.data(), &fl, slow_k.data(), slow_g.data());
+    else
+      pair_fast_program<false>(blk, g, pk, pg, out_k, out_g, s, sm.data(), &fl, slow_k.data(), slow_g.data());
+    if (slow_k[size_t(s)]) metrics_program(blk, g, pk, out_k, s, sm.data(), &fl);
+    if (slow_g[size_t(s)]) metrics_program(blk, g, pg, out_g, s, sm.data(), &fl);
+    for (int slow : {slow_k[size_t(s)], slow_g[size_t(s)]}) ++(slow ? pair_counts.slow : pair_counts.fast);
+  }
+}
+
 // The full program alone.
 void full_metrics_on_host(const gpu::GoldRead& g, const gpu::PathOnDevice& p, double* out) {
   using namespace gpu::blocks;
@@ -377,6 +398,27 @@ std::vector<double> cpu_metrics(const PathArrays& p, const std::vector<GoldOutpu
   return out;
 }
 
+// The gold path's entry as the GPU pipeline holds it beside the kernel
+// path's: its INV is the run on the gold L (and so are its diagnostics).
+PathArrays gold_path_arrays(const PathArrays& p) {
+  PathArrays q = p;
+  q.inv = p.gold_l_inv;
+  q.hp = p.gold_hp;
+  q.pmax = p.gold_pmax;
+  return q;
+}
+gpu::PathOnDevice gold_path_view(const gpu::PathOnDevice& kernel, const double* gold_l) {
+  gpu::PathOnDevice d;
+  d.l_f64 = gold_l;
+  d.inv = kernel.gold_l_inv;
+  d.highest_power = kernel.gold_l_highest_power;
+  d.power_max = kernel.gold_l_power_max;
+  d.gold_l_inv = kernel.gold_l_inv;
+  d.gold_l_highest_power = kernel.gold_l_highest_power;
+  d.gold_l_power_max = kernel.gold_l_power_max;
+  return d;
+}
+
 std::vector<double> cpu_reference(const std::vector<GoldOutput>& gold) {
   std::vector<double> out(gold.size() * gpu::kReferenceMetricCount);
   for (size_t s = 0; s < gold.size(); ++s) evaluate_reference(gold[s], out.data() + s * gpu::kReferenceMetricCount);
@@ -464,6 +506,16 @@ TEST(DeviceMetrics, MetricProgramsOnTheCpuAreEvaluateBitForBit) {
       values += long(out.size());
       for (size_t e = 6; e < out.size(); e += gpu::kNeumannMetricCount) method_only_finite += std::isfinite(out[e]);
     }
+    {  // the kernel path's entry and the gold path's at once
+      std::vector<double> ok(size_t(b.n()) * gpu::kNeumannMetricCount, -1.0), og(ok.size(), -1.0);
+      const gpu::PathOnDevice pk = path_view(p, Variant::kPath, gl.data());
+      pair_on_host(g, pk, gold_path_view(pk, gl.data()), ok.data(), og.data());
+      differing += values_differing(ok, cpu_metrics(p, gold, b.C, Variant::kPath), b.what + " (pair, kernel)",
+                                    gpu::kNeumannMetricCount);
+      differing += values_differing(og, cpu_metrics(gold_path_arrays(p), gold, b.C, Variant::kGoldPath),
+                                    b.what + " (pair, gold path)", gpu::kNeumannMetricCount);
+      values += long(ok.size() + og.size());
+    }
     const std::vector<double> want = cpu_reference(gold);
     for (bool full_only : {true, false}) {
       std::vector<double> ref(size_t(b.n()) * gpu::kReferenceMetricCount, -1.0);
@@ -481,6 +533,9 @@ TEST(DeviceMetrics, MetricProgramsOnTheCpuAreEvaluateBitForBit) {
   // overflow above INV's (kinds 3 and 4, half the time) and a non-finite gold L (extreme batches) are not.
   EXPECT_GT(fast_counts.fast, fast_counts.slow);
   EXPECT_GT(fast_counts.slow, 0);
+  std::printf("pair: the fast program took %ld entries, left %ld\n", pair_counts.fast, pair_counts.slow);
+  EXPECT_GT(pair_counts.fast, pair_counts.slow);
+  EXPECT_GT(pair_counts.slow, 0);
   std::printf("reference: the fast program took %ld samples, left %ld\n", reference_counts.fast, reference_counts.slow);
   EXPECT_GT(reference_counts.fast, reference_counts.slow);
   EXPECT_GT(reference_counts.slow, 0);
@@ -599,6 +654,16 @@ TEST(DeviceMetrics, MetricsOnDeviceAreEvaluateBitForBit) {
       gpu::metrics_on_device(g, dp.view(p, v, gl.get()), out.get(), nullptr);
       differing += values_differing(out.host(), cpu_metrics(p, gold, b.C, v), b.what, gpu::kNeumannMetricCount);
       values += long(n * gpu::kNeumannMetricCount);
+    }
+    {  // the kernel path's entry and the gold path's at once
+      DeviceArray<double> ok(n * gpu::kNeumannMetricCount), og(n * gpu::kNeumannMetricCount);
+      const gpu::PathOnDevice pk = dp.view(p, Variant::kPath, gl.get());
+      gpu::metrics_pair_on_device(g, pk, gold_path_view(pk, gl.get()), ok.get(), og.get(), nullptr);
+      differing += values_differing(ok.host(), cpu_metrics(p, gold, b.C, Variant::kPath), b.what + " (pair, kernel)",
+                                    gpu::kNeumannMetricCount);
+      differing += values_differing(og.host(), cpu_metrics(gold_path_arrays(p), gold, b.C, Variant::kGoldPath),
+                                    b.what + " (pair, gold path)", gpu::kNeumannMetricCount);
+      values += long(2 * n * gpu::kNeumannMetricCount);
     }
     DeviceArray<double> ref(n * gpu::kReferenceMetricCount);
     gpu::reference_metrics_on_device(g, ref.get(), nullptr);

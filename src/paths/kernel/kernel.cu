@@ -124,8 +124,8 @@ __global__ void kernel_path_kernel(KernelArgs args) {
   extern __shared__ __align__(16) char smem[];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const long task = long(blockIdx.x) * (blockDim.x >> 5) + warp;
-  const int tasks = args.gold_l ? 2 * args.n : args.n;
+  const long task = args.task_first + long(blockIdx.x) * (blockDim.x >> 5) + warp;
+  const int tasks = args.task_end ? args.task_end : args.gold_l ? 2 * args.n : args.n;
   if (task >= tasks) return;
   const int C = args.chunk, cp = args.cp, d = args.dim;
   const int ms = mat_stride(cp), ks = key_stride(d);
@@ -414,6 +414,16 @@ KernelLaunch plan_launch(int cp, int dim) {
   if (l.warp_smem > size_t(optin))
     throw UsageError("path kernel: chunk " + std::to_string(cp) + " x dim " + std::to_string(dim) +
                      " needs more shared memory than one block has");
+  l.warps = warps_per_block(l.warp_smem, optin);
+  return l;
+}
+
+KernelLaunch plan_stable_launch(int cp, int dim) {
+  const int optin = detail::allow_optin_smem(reinterpret_cast<const void*>(kernel_path_kernel));
+  KernelLaunch l;
+  l.warp_smem = warp_smem_bytes(cp, dim, false);
+  if (l.warp_smem > size_t(optin))
+    throw UsageError("path kernel: chunk " + std::to_string(cp) + " needs more shared memory than one block has");
   l.warps = warps_per_block(l.warp_smem, optin);
   return l;
 }

@@ -20,6 +20,8 @@ struct KernelArgs {
   bool with_keys = true;     // shared memory holds the scaled keys
   bool l_only = false;       // form decays and L only (no inverse; no stable tasks)
   size_t warp_smem = 0;      // bytes of shared memory per warp
+  int task_first = 0;        // the launch runs tasks [task_first, task_end) (task_end 0: to the last)
+  int task_end = 0;
   const uint16_t* keys = nullptr;   // n x C x d, BF16 bits
   int gate_width = 1;               // values of g per token: 1 (per-token gates) or dim (per-channel)
   const double* g = nullptr;        // n x C x gate_width
@@ -41,6 +43,9 @@ struct KernelLaunch {
 };
 
 KernelLaunch plan_launch(int cp, int dim);
+// The launch of stable runs alone (tasks [n, 2n), task_first = n): no keys in
+// shared memory, so more warps an SM.
+KernelLaunch plan_stable_launch(int cp, int dim);
 void launch_kernel_path(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t stream);
 // v2 (kernel_v2.cu): the same arithmetic and layout, fewer instructions.
 void launch_kernel_path_v2(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t stream);

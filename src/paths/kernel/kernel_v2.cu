@@ -121,8 +121,8 @@ __global__ void __launch_bounds__(256) kernel_path_v2(KernelArgs args) {
   constexpr int MS = CP + 8;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const long task = long(blockIdx.x) * (blockDim.x >> 5) + warp;
-  const int tasks = args.gold_l ? 2 * args.n : args.n;
+  const long task = args.task_first + long(blockIdx.x) * (blockDim.x >> 5) + warp;
+  const int tasks = args.task_end ? args.task_end : args.gold_l ? 2 * args.n : args.n;
   if (task >= tasks) return;
   const int C = args.chunk, d = args.dim, ks = key_stride(d);
   const bool full = task < args.n;
