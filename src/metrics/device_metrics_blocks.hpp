@@ -576,6 +576,58 @@ CHUNKINV_HD inline bool fast_rules_hold(int upper, bool l_ok, bool inv_ok, bool 
   if (gold_run_ok) needs |= kUpperGoldRun | kUpperGoldInv;                  // inv_gold_l_rel_rmse
   return (upper & needs) == 0;
 }
+// Thread t's share of a fast program's staging: each entry e of the sample
+// (path L, gold L, gold inverse, INV bits, bits of the run on the gold L or
+// none) loaded kU entries at a time, all their loads issued before any is
+// used; the finiteness flags and the kUpper* bits of what is nonzero above
+// the diagonal set in fl; store(k, l, gold l, gold inv, INV bits, run bits)
+// called for each entry on or below the diagonal, k its packed index.
+template <class Block, class PathL, class Store>
+CHUNKINV_HD void stage_entries(const Block& blk, int C, int t, const PathL& path_l, const double* gl, const double* gi,
+                               const uint16_t* inv, const uint16_t* run, BlockFlags* fl, const Store& store) {
+  const int T = blk.threads;
+  const size_t csq = size_t(C) * C;
+  bool l_bad = false, inv_bad = false, run_bad = false;
+  int upper = 0;
+  constexpr int kU = 4;
+  for (size_t e0 = t; e0 < csq; e0 += size_t(kU) * T) {
+    double l[kU], gle[kU], gie[kU];
+    uint16_t ib[kU], sb[kU];
+    CHUNKINV_UNROLL
+    for (int u = 0; u < kU; ++u) {
+      const size_t e = e0 + size_t(u) * T < csq ? e0 + size_t(u) * T : e0;
+      l[u] = path_l(e);
+      gle[u] = gl[e];
+      gie[u] = gi[e];
+      ib[u] = inv[e];
+      sb[u] = run ? run[e] : uint16_t(0);
+    }
+    CHUNKINV_UNROLL
+    for (int u = 0; u < kU; ++u) {
+      const size_t e = e0 + size_t(u) * T;
+      if (e >= csq) continue;
+      const int i = int(e / size_t(C)), j = int(e % size_t(C));
+      l_bad |= !std::isfinite(l[u]);
+      inv_bad |= (ib[u] & 0x7C00) == 0x7C00;
+      run_bad |= (sb[u] & 0x7C00) == 0x7C00;
+      if (!std::isfinite(gle[u])) upper |= kGoldLBad;
+      if (j > i) {
+        if (l[u] != 0.0) upper |= kUpperL;
+        if (gle[u] != 0.0) upper |= kUpperGoldL;
+        if ((ib[u] & 0x7FFF) != 0) upper |= kUpperInv;
+        if (gie[u] != 0.0) upper |= kUpperGoldInv;
+        if ((sb[u] & 0x7FFF) != 0) upper |= kUpperGoldRun;
+      } else {
+        store(packed_at(i, j), l[u], gle[u], gie[u], ib[u], sb[u]);
+      }
+    }
+  }
+  if (l_bad) blk.set(&fl->l_bad);
+  if (inv_bad) blk.set(&fl->inv_bad);
+  if (run_bad) blk.set(&fl->sinv_bad);
+  if (upper) blk.set_bits(&fl->upper, upper);
+}
+
 // Up to C = 16 the fast program also keeps the gold L and the gold inverse
 // in shared memory (packed), for the residual's products and the terms.
 // Above, the blocks an SM holds would drop by a third (C = 32, run 39 on
@@ -624,52 +676,15 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   });
   blk.each([&](int t) {
     count_decays(blk, p, s, t, fl);
-    bool l_bad = false, inv_bad = false, sinv_bad = false;
-    int upper = 0;
-    // kU entries a step: their loads are all issued before any is used.
-    constexpr int kU = 4;
-    for (size_t e0 = t; e0 < csq; e0 += size_t(kU) * T) {
-      double l[kU], gle[kU], gie[kU];
-      uint16_t ib[kU], sb[kU];
-      CHUNKINV_UNROLL
-      for (int u = 0; u < kU; ++u) {
-        const size_t e = e0 + size_t(u) * T < csq ? e0 + size_t(u) * T : e0;
-        l[u] = path_l(e);
-        gle[u] = gl[e];
-        gie[u] = gi[e];
-        ib[u] = p.inv[at + e];
-        sb[u] = p.gold_l_inv ? p.gold_l_inv[at + e] : uint16_t(0);
-      }
-      CHUNKINV_UNROLL
-      for (int u = 0; u < kU; ++u) {
-        const size_t e = e0 + size_t(u) * T;
-        if (e >= csq) continue;
-        const int i = int(e / size_t(C)), j = int(e % size_t(C));
-        l_bad |= !std::isfinite(l[u]);
-        inv_bad |= (ib[u] & 0x7C00) == 0x7C00;
-        sinv_bad |= (sb[u] & 0x7C00) == 0x7C00;
-        if (!std::isfinite(gle[u])) upper |= kGoldLBad;
-        if (j > i) {
-          if (l[u] != 0.0) upper |= kUpperL;
-          if (gle[u] != 0.0) upper |= kUpperGoldL;
-          if ((ib[u] & 0x7FFF) != 0) upper |= kUpperInv;
-          if (gie[u] != 0.0) upper |= kUpperGoldInv;
-          if ((sb[u] & 0x7FFF) != 0) upper |= kUpperGoldRun;
-        } else {
-          const int k = packed_at(i, j);
-          m.lp[k] = l[u];
-          m.inv[k] = fp64::fp16_value(ib[u]);
-          if (kStaged) {
-            m.gl[k] = gle[u];
-            m.gi[k] = gie[u];
-          }
-        }
-      }
-    }
-    if (l_bad) blk.set(&fl->l_bad);
-    if (inv_bad) blk.set(&fl->inv_bad);
-    if (sinv_bad) blk.set(&fl->sinv_bad);
-    if (upper) blk.set_bits(&fl->upper, upper);
+    stage_entries(blk, C, t, path_l, gl, gi, p.inv + at, p.gold_l_inv ? p.gold_l_inv + at : nullptr, fl,
+                  [&](int k, double l, double gle, double gie, uint16_t ib, uint16_t) {
+                    m.lp[k] = l;
+                    m.inv[k] = fp64::fp16_value(ib);
+                    if (kStaged) {
+                      m.gl[k] = gle;
+                      m.gi[k] = gie;
+                    }
+                  });
   });
   const bool l_ok = fl->l_bad == 0, inv_ok = fl->inv_bad == 0, method = l_ok && inv_ok;
   const bool gold_run_ok = p.gold_l_inv != nullptr && fl->sinv_bad == 0;
@@ -830,52 +845,16 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
   });
   blk.each([&](int t) {  // as metrics_fast_program's, for the kernel's entry; the run on the gold L read once
     count_decays(blk, pk, s, t, fl);
-    bool l_bad = false, inv_bad = false, sinv_bad = false;
-    int upper = 0;
-    constexpr int kU = 4;
-    for (size_t e0 = t; e0 < csq; e0 += size_t(kU) * T) {
-      double l[kU], gle[kU], gie[kU];
-      uint16_t ib[kU], sb[kU];
-      CHUNKINV_UNROLL
-      for (int u = 0; u < kU; ++u) {
-        const size_t e = e0 + size_t(u) * T < csq ? e0 + size_t(u) * T : e0;
-        l[u] = kernel_l(e);
-        gle[u] = gl[e];
-        gie[u] = gi[e];
-        ib[u] = pk.inv[at + e];
-        sb[u] = pk.gold_l_inv[at + e];
-      }
-      CHUNKINV_UNROLL
-      for (int u = 0; u < kU; ++u) {
-        const size_t e = e0 + size_t(u) * T;
-        if (e >= csq) continue;
-        const int i = int(e / size_t(C)), j = int(e % size_t(C));
-        l_bad |= !std::isfinite(l[u]);
-        inv_bad |= (ib[u] & 0x7C00) == 0x7C00;
-        sinv_bad |= (sb[u] & 0x7C00) == 0x7C00;
-        if (!std::isfinite(gle[u])) upper |= kGoldLBad;
-        if (j > i) {
-          if (l[u] != 0.0) upper |= kUpperL;
-          if (gle[u] != 0.0) upper |= kUpperGoldL;
-          if ((ib[u] & 0x7FFF) != 0) upper |= kUpperInv;
-          if (gie[u] != 0.0) upper |= kUpperGoldInv;
-          if ((sb[u] & 0x7FFF) != 0) upper |= kUpperGoldRun;
-        } else {
-          const int k = packed_at(i, j);
-          m.lp[k] = l[u];
-          m.inv[k] = fp64::fp16_value(ib[u]);
-          m.run[k] = fp64::fp16_value(sb[u]);
-          if (kStaged) {
-            m.gl[k] = gle[u];
-            m.gi[k] = gie[u];
-          }
-        }
-      }
-    }
-    if (l_bad) blk.set(&fl->l_bad);
-    if (inv_bad) blk.set(&fl->inv_bad);
-    if (sinv_bad) blk.set(&fl->sinv_bad);
-    if (upper) blk.set_bits(&fl->upper, upper);
+    stage_entries(blk, C, t, kernel_l, gl, gi, pk.inv + at, pk.gold_l_inv + at, fl,
+                  [&](int k, double l, double gle, double gie, uint16_t ib, uint16_t sb) {
+                    m.lp[k] = l;
+                    m.inv[k] = fp64::fp16_value(ib);
+                    m.run[k] = fp64::fp16_value(sb);
+                    if (kStaged) {
+                      m.gl[k] = gle;
+                      m.gi[k] = gie;
+                    }
+                  });
   });
   // The kernel's entry ...
   const bool l_ok = fl->l_bad == 0, inv_ok = fl->inv_bad == 0, method = l_ok && inv_ok;

@@ -3,7 +3,6 @@
 // the CPU, the host/device shared sources they rest on.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -286,31 +285,4 @@ TEST(DeviceFamilies, OtherFamiliesAreRefused) {
   }
 }
 
-// Throughput at the pipeline's shape (C = 16, d = 128): the pipeline aims at
-// 2e7 samples/s, so the generator must do several times that.
-TEST(DeviceFamilies, ThroughputAtChunk16Dim128) {
-  CHUNKINV_REQUIRE_GPU();
-  const int n = 1 << 18, C = 16, d = 128;
-  for (const Case& k : kCases) {
-    const Configuration c = config_of(k, C, d);
-    const int w = generated_gate_width(c);
-    DeviceSampleBuffers b;
-    TEST_CUDA(cudaMalloc(&b.keys, size_t(n) * C * d * sizeof(uint16_t)));
-    TEST_CUDA(cudaMalloc(&b.g, size_t(n) * C * w * sizeof(double)));
-    TEST_CUDA(cudaMalloc(&b.beta, size_t(n) * C * sizeof(double)));
-    TEST_CUDA(cudaMalloc(&b.beta_fp16, size_t(n) * C * sizeof(uint16_t)));
-    generate_on_device(c, 1, 0, n, b, nullptr);  // warm-up
-    TEST_CUDA(cudaDeviceSynchronize());
-    const int reps = 5;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int r = 0; r < reps; ++r) generate_on_device(c, 1, uint64_t(r + 1) * n, n, b, nullptr);
-    TEST_CUDA(cudaDeviceSynchronize());
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%-34s C 16 d 128: %.3g samples/s on the device\n", name_of(k).c_str(), reps * double(n) / s);
-    TEST_CUDA(cudaFree(b.keys));
-    TEST_CUDA(cudaFree(b.g));
-    TEST_CUDA(cudaFree(b.beta));
-    TEST_CUDA(cudaFree(b.beta_fp16));
-  }
-}
 #endif  // CHUNKINV_HAVE_CUDA
