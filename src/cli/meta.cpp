@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "git_commit.hpp"  // generated at every build: CHUNKINV_GIT_COMMIT_STR
 #include "gpu/gpu.hpp"
 #include "methods/method.hpp"
 #include "paths/path.hpp"
