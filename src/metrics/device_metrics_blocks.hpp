@@ -1,6 +1,8 @@
 // The programs that one block of threads runs for one sample: the gold
-// (compute_gold), the metrics of a (path, neumann) entry (evaluate) and the
-// gold's own (evaluate_reference). One source for the GPU
+// (compute_gold, and evaluate_reference in its tail), the metrics of a
+// (path, neumann) entry (evaluate), of the kernel path's and the gold
+// path's entries at once (pair_fast_program) and the gold's own
+// (evaluate_reference, for the samples the gold's tail leaves). One source for the GPU
 // (metrics/device_metrics.cu runs them with a __syncthreads barrier) and the
 // CPU (the tests run the threads of a block one after another), so that the
 // layout and indexing are checked here too, not only on a GPU.
@@ -21,14 +23,15 @@
 //    threads of a warp walk the same (i, j) so that L's entry is one
 //    broadcast read; on a finite L a warp skips the rows above its first
 //    column (exact, see fp64_order.hpp);
-//  - residual product: one thread per entry (fp64::unit_plus_times);
+//  - residual product: one thread per entry (fp64::unit_plus_times_lower);
 //  - each rel_rmse is a serial sum: in the full programs (metrics_program,
 //    reference_program) over C^2 entries, the metrics of a sample at once,
 //    one thread each, on different warps where there are; in the fast
-//    programs (metrics_fast_program, reference_fast_program: the samples
-//    whose matrices are zero above the diagonal) over the lower triangle,
-//    a slab of terms formed by every thread, then each sum's terms added
-//    in order by one thread.
+//    programs (metrics_fast_program, pair_fast_program,
+//    reference_fast_program and the gold's tail: the samples whose
+//    matrices are zero above the diagonal) over the lower triangle, a slab
+//    of terms formed by every thread, then each sum's terms added in order
+//    by one thread.
 #pragma once
 #include <cmath>
 #include <cstddef>
