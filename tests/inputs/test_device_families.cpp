@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/detmath_hd.hpp"
 #include "core/error.hpp"
 #include "core/fp.hpp"
 #include "core/fp_hd.hpp"
@@ -108,9 +109,27 @@ TEST(SharedPhilox, KeyRowByPairsIsRandomUnitKey) {
   }
 }
 
+// The polar method written out from the Philox blocks up, without
+// polar_attempt and polar_transform: the reference their users are held to.
+namespace {
+philox::NormalPair polar_reference(uint64_t seed, uint64_t sample, uint32_t stream, uint64_t pair) {
+  for (uint64_t a = 0; a < 256; ++a) {
+    const philox::Block b = philox::block(seed, sample, stream, (pair << 8) | a);
+    const double u = 2.0 * philox::to_unit(b.v[0], b.v[1]) - 1.0;
+    const double v = 2.0 * philox::to_unit(b.v[2], b.v[3]) - 1.0;
+    const double s = u * u + v * v;
+    if (s >= 1.0 || s == 0.0) continue;
+    const double f = std::sqrt(-2.0 * detmath::hd::log(s) / s);
+    return {u * f, v * f};
+  }
+  return {0.0, 0.0};
+}
+}  // namespace
+
 // The device's key rows split normal_pair: one polar_attempt at a time until
-// one is accepted ((0, 0) after 256 rejected), then polar_transform. Bit for
-// bit normal_pair, at pairs whose attempt 0 is rejected too.
+// one is accepted ((0, 0) after 256 rejected), then polar_transform. Both
+// that and normal_pair are the polar method bit for bit, at pairs whose
+// attempt 0 is rejected too.
 TEST(SharedPhilox, AttemptsThenTransformIsNormalPair) {
   const uint64_t seeds[] = {7, 0xF00DFACE12345678ull, ~0ull};
   const uint64_t samples[] = {0, (1ull << 32) + 17};
@@ -132,9 +151,12 @@ TEST(SharedPhilox, AttemptsThenTransformIsNormalPair) {
             if (!inside) u = v = 0.0;
             rejected_first += a > 0;
             ++pairs;
-            const philox::NormalPair got = philox::polar_transform(u, v), want = philox::normal_pair(seed, sample, id, q);
+            const philox::NormalPair got = philox::polar_transform(u, v), want = polar_reference(seed, sample, id, q);
+            const philox::NormalPair pair = philox::normal_pair(seed, sample, id, q);
             ASSERT_EQ(hd::bits(got.x), hd::bits(want.x)) << "seed " << seed << " sample " << sample << " pair " << q;
             ASSERT_EQ(hd::bits(got.y), hd::bits(want.y)) << "seed " << seed << " sample " << sample << " pair " << q;
+            ASSERT_EQ(hd::bits(pair.x), hd::bits(want.x)) << "seed " << seed << " sample " << sample << " pair " << q;
+            ASSERT_EQ(hd::bits(pair.y), hd::bits(want.y)) << "seed " << seed << " sample " << sample << " pair " << q;
           }
   EXPECT_EQ(pairs, 3u * 2 * 2 * 3 * per_start);
   // About 1 - pi/4 of the pairs reject attempt 0.

@@ -405,12 +405,11 @@ int warps_per_block(size_t warp_smem, int optin) {
   return best;
 }
 
-}  // namespace
-
-KernelLaunch plan_launch(int cp, int dim) {
+// A launch whose warps hold the scaled keys in shared memory (keys) or not.
+KernelLaunch plan(int cp, int dim, bool keys) {
   const int optin = detail::allow_optin_smem(reinterpret_cast<const void*>(kernel_path_kernel));
   KernelLaunch l;
-  l.warp_smem = warp_smem_bytes(cp, dim, true);
+  l.warp_smem = warp_smem_bytes(cp, dim, keys);
   if (l.warp_smem > size_t(optin))
     throw UsageError("path kernel: chunk " + std::to_string(cp) + " x dim " + std::to_string(dim) +
                      " needs more shared memory than one block has");
@@ -418,15 +417,10 @@ KernelLaunch plan_launch(int cp, int dim) {
   return l;
 }
 
-KernelLaunch plan_stable_launch(int cp, int dim) {
-  const int optin = detail::allow_optin_smem(reinterpret_cast<const void*>(kernel_path_kernel));
-  KernelLaunch l;
-  l.warp_smem = warp_smem_bytes(cp, dim, false);
-  if (l.warp_smem > size_t(optin))
-    throw UsageError("path kernel: chunk " + std::to_string(cp) + " needs more shared memory than one block has");
-  l.warps = warps_per_block(l.warp_smem, optin);
-  return l;
-}
+}  // namespace
+
+KernelLaunch plan_launch(int cp, int dim) { return plan(cp, dim, true); }
+KernelLaunch plan_stable_launch(int cp, int dim) { return plan(cp, dim, false); }
 
 void launch_kernel_path(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t st) {
   const int blocks = (tasks + l.warps - 1) / l.warps;
