@@ -26,10 +26,37 @@ CHUNKINV_HD constexpr InvFactorials inv_factorials() {
   return t;
 }
 
+// 1/(2k + 1) for k = 0..13, log's series, evaluated at compile time (the
+// literal 1.0 / 3 is the same correctly rounded division).
+struct InvOdd {
+  double v[14];
+};
+CHUNKINV_HD constexpr InvOdd inv_odd() {
+  InvOdd t{};
+  for (int k = 0; k < 14; ++k) t.v[k] = 1.0 / (2 * k + 1);
+  return t;
+}
+
+// The series' coefficients on the device live in constant memory, where a
+// fused multiply-add takes each as an operand straight from the constant
+// bank; as immediates the compiler rebuilt every 64-bit coefficient with
+// uniform moves at each call (30 of the 84 instructions of the polar
+// transform's block). The same values either way: the tables are the
+// compile-time ones above.
+#ifdef __CUDACC__
+static __constant__ InvFactorials kInvFactorialsDevice = inv_factorials();
+static __constant__ InvOdd kInvOddDevice = inv_odd();
+#endif
+#ifdef __CUDA_ARCH__
+#define CHUNKINV_SERIES_TABLE(type, name, device_table, host_init) const type& name = device_table
+#else
+#define CHUNKINV_SERIES_TABLE(type, name, device_table, host_init) constexpr type name = host_init
+#endif
+
 // e^r for |r| <= 0.35: Taylor series to degree 14 in Horner form
 // (truncation below 1e-18 relative).
 CHUNKINV_HD inline double exp_reduced(double r) {
-  constexpr InvFactorials f = inv_factorials();
+  CHUNKINV_SERIES_TABLE(InvFactorials, f, kInvFactorialsDevice, inv_factorials());
   double p = f.v[14];
   CHUNKINV_UNROLL
   for (int k = 13; k >= 0; --k) p = p * r + f.v[k];
@@ -73,14 +100,12 @@ CHUNKINV_HD inline double log(double x) {
   }
   // log m = 2 atanh(s), s = (m - 1)/(m + 1), |s| <= 0.1716: the odd series
   // to s^27 in Horner form (truncation below 1e-19 relative).
-  constexpr double kInvOdd[14] = {1.0,      1.0 / 3,  1.0 / 5,  1.0 / 7,  1.0 / 9,
-                                  1.0 / 11, 1.0 / 13, 1.0 / 15, 1.0 / 17, 1.0 / 19,
-                                  1.0 / 21, 1.0 / 23, 1.0 / 25, 1.0 / 27};
+  CHUNKINV_SERIES_TABLE(InvOdd, c, kInvOddDevice, inv_odd());
   const double s = (m - 1.0) / (m + 1.0);
   const double s2 = s * s;
-  double poly = kInvOdd[13];
+  double poly = c.v[13];
   CHUNKINV_UNROLL
-  for (int k = 12; k >= 0; --k) poly = poly * s2 + kInvOdd[k];
+  for (int k = 12; k >= 0; --k) poly = poly * s2 + c.v[k];
   const double sum = s * poly;
   return e * kLn2Hi + (e * kLn2Lo + 2.0 * sum);
 }
@@ -89,7 +114,7 @@ CHUNKINV_HD inline double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 CHUNKINV_HD inline double expm1(double x) {
   if (!(std::fabs(x) <= 0.35)) return exp(x) - 1.0;  // no cancellation beyond 0.35 (NaN passes through)
-  constexpr InvFactorials f = inv_factorials();
+  CHUNKINV_SERIES_TABLE(InvFactorials, f, kInvFactorialsDevice, inv_factorials());
   double p = f.v[16];
   CHUNKINV_UNROLL
   for (int k = 15; k >= 1; --k) p = p * x + f.v[k];

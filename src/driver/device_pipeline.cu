@@ -307,7 +307,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
     // The whole samples, then the runs on the gold L, each launch with the
     // shared memory its tasks use (the runs hold no keys: more warps an SM).
     auto run = [&](const gpu::KernelArgs& args, const gpu::KernelLaunch& l) {
-      if (kc.version == 2) gpu::launch_kernel_path_v2(args, l, n, st);
+      if (kc.version == 2) gpu::launch_kernel_path_v2(args, n, st);
       else gpu::launch_kernel_path(args, l, n, st);
     };
     a.task_end = n;

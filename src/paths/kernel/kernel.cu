@@ -310,7 +310,7 @@ class KernelPath final : public Path {
     if (stable)
       CUDA_CHECK(cudaMemcpyAsync(const_cast<uint16_t*>(a.gold_l), h_gold, n * csq * 2, cudaMemcpyHostToDevice, st));
     timer_.mark(1, st);
-    if (version_ == 2) launch_kernel_path_v2(a, launch, tasks, st);
+    if (version_ == 2) launch_kernel_path_v2(a, tasks, st);
     else launch_kernel_path(a, launch, tasks, st);
     timer_.mark(2, st);
 

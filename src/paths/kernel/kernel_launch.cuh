@@ -47,25 +47,28 @@ KernelLaunch plan_launch(int cp, int dim);
 // shared memory, so more warps an SM.
 KernelLaunch plan_stable_launch(int cp, int dim);
 void launch_kernel_path(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t stream);
-// v2 (kernel_v2.cu): the same arithmetic and layout, fewer instructions.
-void launch_kernel_path_v2(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t stream);
+// v2 (kernel_v2.cu): the same arithmetic, fewer instructions, CP / 16 warps
+// a task; it plans its own blocks and shared memory (a.warp_smem unused),
+// keys in shared memory only where [task_first, ...) holds whole samples.
+void launch_kernel_path_v2(const KernelArgs& a, int tasks, cudaStream_t stream);
 
 // Steps 1-3 for per-channel gates (SPEC §1), shared by both kernel versions:
-// each lane owns pairs of channels and walks the tokens in order, so G2 is
-// the running FP32 sum of fp32(g log2 e) per channel, as the kernel forms
-// it; the BF16 decays of each element scale that element of the key. Rows
-// C..cp-1 of kd and ki are zeroed; fp16(beta) goes to s.beta.
+// each of the task's nt threads (this one is `lane`) owns pairs of channels
+// and walks the tokens in order, so G2 is the running FP32 sum of
+// fp32(g log2 e) per channel, as the kernel forms it; the BF16 decays of
+// each element scale that element of the key. Rows C..cp-1 of kd and ki
+// are zeroed; fp16(beta) goes to s.beta.
 #ifdef __CUDACC__
 template <class Smem>
 __device__ inline void per_channel_scaled_keys(const KernelArgs& a, long sample, const Smem& s, int cp, int ks,
-                                               int lane) {
+                                               int lane, int nt = 32) {
   constexpr double kLog2eD = 1.4426950408889634;  // log2(e), the double nearest
   const int C = a.chunk, d = a.dim;
   const double* g = a.g + size_t(sample) * C * d;
   const uint16_t* keys = a.keys + size_t(sample) * C * d;
   uint16_t* dec_out = a.decay + size_t(sample) * C * d;
   uint16_t* inv_out = a.inv_decay + size_t(sample) * C * d;
-  for (int c = 2 * lane; c < d; c += 64) {
+  for (int c = 2 * lane; c < d; c += 2 * nt) {
     float G0 = 0.0f, G1 = 0.0f;
     for (int r = 0; r < C; ++r) {
       const size_t e = size_t(r) * d + c;
@@ -80,11 +83,11 @@ __device__ inline void per_channel_scaled_keys(const KernelArgs& a, long sample,
       *reinterpret_cast<uint32_t*>(s.ki + r * ks + c) = ptx::pack2(ptx::mul_rn_bf16(k0, i0), ptx::mul_rn_bf16(k1, i1));
     }
   }
-  for (int e = lane; e < (cp - C) * ks / 2; e += 32) {
+  for (int e = lane; e < (cp - C) * ks / 2; e += nt) {
     reinterpret_cast<uint32_t*>(s.kd + C * ks)[e] = 0u;
     reinterpret_cast<uint32_t*>(s.ki + C * ks)[e] = 0u;
   }
-  for (int i = lane; i < cp; i += 32) s.beta[i] = i < C ? a.beta[size_t(sample) * C + i] : uint16_t(0);
+  for (int i = lane; i < cp; i += nt) s.beta[i] = i < C ? a.beta[size_t(sample) * C + i] : uint16_t(0);
 }
 
 // Steps 1-3 for per-token gates (SPEC §2 "kernel"), kernel version 1's way:

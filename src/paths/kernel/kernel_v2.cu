@@ -1,16 +1,31 @@
 // The kernel path, v2: the arithmetic of v1 (kernel.cu) instruction for
-// instruction, with fewer instructions around it. v1 measured 0.80 ms for
-// 65,536 samples at C = 16 (floor: 0.097 ms) and was issue-bound: keys read
-// 4 bytes at a time in a loop that waited on each load, and runtime
-// divisions by the padded chunk in every element loop. v2 makes the padded
-// chunk a template parameter (the Neumann loops unroll, indices become
-// shifts), reads keys 16 bytes at a time with all of a lane's loads issued
-// before the first use, zeroes shared memory 16 bytes at a time, and writes
-// outputs row by row without divisions. Checked bit for bit against v1 and
-// the emulated path by tests/test_gpu_kernel.cpp.
+// instruction, with fewer instructions around it and more tasks an SM. v1
+// measured 0.80 ms for 65,536 samples at C = 16 (floor: 0.097 ms) and was
+// issue-bound: keys read 4 bytes at a time in a loop that waited on each
+// load, and runtime divisions by the padded chunk in every element loop. v2
+// makes the padded chunk a template parameter (the Neumann loops unroll,
+// indices become shifts), reads keys 16 bytes at a time with all of a
+// lane's loads issued before the first use, zeroes shared memory 16 bytes at
+// a time, and writes outputs row by row without divisions.
+//
+// A task (a whole sample, or a stable run on fp16(gold L)) takes CP / 16
+// warps, warp w owning the output rows 16w..16w+15 of every product, so that
+// at C = 64 a task's chains of mma run on four warps side by side instead
+// of one; its warps meet at a named barrier (one a task of the block). The
+// scaled keys are dead once L is formed, so they share their space with the
+// three Neumann matrices formed after it (44.7 instead of 71.7 KB a task at
+// C = 64, 37.5 without keys). Fragments are read with ldmatrix (one
+// instruction for four 8 x 8 blocks; .trans for the Neumann's B operand,
+// which v1 reads as four 16-bit loads). Each output tile still starts from
+// a zero C operand and chains its k-blocks in increasing order, so no value
+// changes: tests/paths/test_gpu_paths.cpp checks v2 against v1 and the
+// emulated path bit for bit.
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 
+#include "core/error.hpp"
 #include "gpu/check.cuh"
 #include "paths/kernel/kernel_launch.cuh"
 #include "gpu/ptx.cuh"
@@ -23,89 +38,187 @@ using namespace tiles;
 
 constexpr uint16_t kF16One = 0x3C00;
 constexpr double kLog2e = 1.4426950408889634;  // log2(e), the double nearest
+constexpr int kThreadsMax = 256;               // warps of a block: tasks x CP / 16
 
-// D = A * B (+ Add), CP x CP FP16 in shared memory: every 16x8 tile from a
-// zero C operand, its k-blocks chained through C in increasing order.
+// A task's shared memory: G2, the decays, fp16(beta) and the warps' power
+// maxima, then L/P (mat[0]), then either the scaled keys (kd, ki) or, once
+// L is formed, the other three Neumann matrices in the same bytes.
 template <int CP>
-__device__ __forceinline__ void matmul_f16(uint16_t* d, const uint16_t* a, const uint16_t* b, const uint16_t* add,
-                                           int lane) {
+struct Layout {
+  static constexpr int TW = CP / 16;  // warps a task
+  static constexpr int MS = CP + 8;
+  static constexpr size_t kMat = size_t(CP) * MS * 2;
+  static constexpr size_t kSmall = (size_t(CP) * 4 + 3 * size_t(CP) * 2 + TW * 4 + 15) / 16 * 16;
+  static size_t task_bytes(int dim, bool keys) {
+    const size_t k = keys ? 2 * size_t(CP) * key_stride(dim) * 2 : 0;
+    return kSmall + kMat + std::max(k, 3 * kMat);
+  }
+};
+
+struct TaskSmem {
+  uint16_t* mat[4];
+  uint16_t *kd, *ki;
+  uint16_t *decay, *inv, *beta;
+  float* g2;
+  float* wmax;  // one power maximum a warp of the task
+};
+
+template <int CP>
+__device__ __forceinline__ TaskSmem carve_task(char* base, int dim) {
+  using Lt = Layout<CP>;
+  TaskSmem s;
+  s.g2 = reinterpret_cast<float*>(base);
+  s.decay = reinterpret_cast<uint16_t*>(base + CP * 4);
+  s.inv = s.decay + CP;
+  s.beta = s.inv + CP;
+  s.wmax = reinterpret_cast<float*>(s.beta + CP);
+  char* m = base + Lt::kSmall;
+  s.mat[0] = reinterpret_cast<uint16_t*>(m);
+  for (int i = 1; i < 4; ++i) s.mat[i] = reinterpret_cast<uint16_t*>(m + i * Lt::kMat);
+  s.kd = reinterpret_cast<uint16_t*>(m + Lt::kMat);
+  s.ki = s.kd + size_t(CP) * key_stride(dim);
+  return s;
+}
+
+// The task's warps meet: a named barrier (id 1 + the task's place in its
+// block; 0 is __syncthreads') for TW > 1, the warp's own for one.
+template <int TW>
+__device__ __forceinline__ void task_sync(int id) {
+  if constexpr (TW == 1) {
+    __syncwarp();
+  } else {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(32 * TW) : "memory");
+  }
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// Four 8 x 8 blocks of 16-bit values; lane l names row l & 7 of block l >> 3.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const uint16_t* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const uint16_t* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+// The A fragment of the 16 x 16 block at (r0, c0) of a row-major matrix:
+// load_a's four registers (blocks: rows +0/+8, then columns +8).
+__device__ __forceinline__ void ldm_a(uint32_t a[4], const uint16_t* m, int stride, int r0, int c0, int lane) {
+  ldmatrix_x4(a, m + (r0 + (lane & 15)) * stride + c0 + (lane >> 4) * 8);
+}
+// B fragments of two 16 x 8 blocks, columns n0..n0+7 (b[0], b[1]) and
+// n0+8..n0+15 (b[2], b[3]), where B[k][n] = m[k0 + k][n0 + n]: load_b's.
+__device__ __forceinline__ void ldm_b2(uint32_t b[4], const uint16_t* m, int stride, int k0, int n0, int lane) {
+  ldmatrix_x4_trans(b, m + (k0 + (lane & 15)) * stride + n0 + (lane >> 4) * 8);
+}
+// The same where B[k][n] = m[n0 + n][k0 + k] (rows of m are columns of B): load_b_rows'.
+__device__ __forceinline__ void ldm_b2_rows(uint32_t b[4], const uint16_t* m, int stride, int k0, int n0,
+                                            int lane) {
+  ldmatrix_x4(b, m + (n0 + (lane & 7) + ((lane >> 4) << 3)) * stride + k0 + ((lane >> 3) & 1) * 8);
+}
+
+// Rows mi..mi+15 of D = A * B (+ Add), CP x CP FP16 in shared memory: every
+// 16 x 8 tile from a zero C operand, its k-blocks chained through C in
+// increasing order.
+template <int CP>
+__device__ __forceinline__ void matmul_rows(uint16_t* d, const uint16_t* a, const uint16_t* b, const uint16_t* add,
+                                            int mi, int lane) {
   constexpr int MS = CP + 8;
   const int g = lane >> 2, t = lane & 3;
+  uint32_t fa[CP / 16][4];
 #pragma unroll
-  for (int mi = 0; mi < CP; mi += 16) {
-    uint32_t fa[CP / 16][4];
+  for (int kb = 0; kb < CP; kb += 16) ldm_a(fa[kb / 16], a, MS, mi, kb, lane);
 #pragma unroll
-    for (int kb = 0; kb < CP; kb += 16) load_a(fa[kb / 16], a, MS, mi, kb, lane);
+  for (int nj = 0; nj < CP; nj += 16) {
+    uint32_t acc[2][2] = {{0u, 0u}, {0u, 0u}};
 #pragma unroll
-    for (int nj = 0; nj < CP; nj += 8) {
-      uint32_t acc[2] = {0u, 0u};
+    for (int kb = 0; kb < CP; kb += 16) {
+      uint32_t fb[4];
+      ldm_b2(fb, b, MS, kb, nj, lane);
+      ptx::mma_f16_f16(acc[0], fa[kb / 16], fb, acc[0]);
+      ptx::mma_f16_f16(acc[1], fa[kb / 16], fb + 2, acc[1]);
+    }
 #pragma unroll
-      for (int kb = 0; kb < CP; kb += 16) {
-        uint32_t fb[2];
-        load_b(fb, b, MS, kb, nj, lane);
-        ptx::mma_f16_f16(acc, fa[kb / 16], fb, acc);
-      }
-      uint16_t* p = d + (mi + g) * MS + nj + 2 * t;
+    for (int h = 0; h < 2; ++h) {
+      const int at = (mi + g) * MS + nj + 8 * h + 2 * t;
       if (add) {
-        const uint16_t* q = add + (mi + g) * MS + nj + 2 * t;
-        acc[0] = ptx::add_rn_f16x2(ld32(q), acc[0]);
-        acc[1] = ptx::add_rn_f16x2(ld32(q + 8 * MS), acc[1]);
+        acc[h][0] = ptx::add_rn_f16x2(ld32(add + at), acc[h][0]);
+        acc[h][1] = ptx::add_rn_f16x2(ld32(add + at + 8 * MS), acc[h][1]);
       }
-      st32(p, acc[0]);
-      st32(p + 8 * MS, acc[1]);
+      st32(d + at, acc[h][0]);
+      st32(d + at + 8 * MS, acc[h][1]);
     }
   }
 }
 
+// The largest magnitude in rows mi..mi+15 (the lane's share; the task's
+// maximum is formed at the end, max being exact in any order).
 template <int CP>
-__device__ __forceinline__ float matrix_max(const uint16_t* m, int lane) {
+__device__ __forceinline__ float rows_max(const uint16_t* m, int mi, int lane, float v) {
   constexpr int MS = CP + 8;
-  float v = 0.0f;
 #pragma unroll
-  for (int e = lane; e < CP * CP; e += 32) v = fmaxf(v, magnitude(m[(e / CP) * MS + e % CP]));
-  return warp_max(v);
+  for (int e = lane; e < 16 * CP; e += 32) v = fmaxf(v, magnitude(m[(mi + e / CP) * MS + e % CP]));
+  return v;
 }
 
-// The leading C x C block, one row at a time (C <= 64: one or two stores a lane).
+// Rows r0, r0 + step, ... of the leading C x C block.
 template <int CP>
-__device__ __forceinline__ void store_matrix(uint16_t* out, const uint16_t* m, int chunk, int lane) {
+__device__ __forceinline__ void store_rows(uint16_t* out, const uint16_t* m, int chunk, int r0, int r1, int step,
+                                           int lane) {
   constexpr int MS = CP + 8;
-  for (int r = 0; r < chunk; ++r)
+  for (int r = r0; r < r1; r += step)
     for (int c = lane; c < chunk; c += 32) out[r * chunk + c] = m[r * MS + c];
 }
 
+// Step 6 on the FP16 strict-lower L in s.mat[0]; warp w of the task forms
+// rows 16w..16w+15 of every product. P*P reads every row of P, so the
+// task's warps meet after it; INV*P and INV's update read only the warp's
+// own rows of INV.
 template <int CP>
-__device__ __forceinline__ void neumann(WarpSmem& s, int chunk, int lane, uint16_t* inv_out, int* highest_power,
-                                        float* power_max, uint16_t* powers_out) {
-  constexpr int MS = CP + 8;
+__device__ __forceinline__ void neumann(const TaskSmem& s, int chunk, int tw, int lane, int bar, uint16_t* inv_out,
+                                        int* highest_power, float* power_max, uint16_t* powers_out) {
+  constexpr int MS = CP + 8, TW = CP / 16;
+  const int mi = 16 * tw;
+  const int r_end = min(chunk, mi + 16);  // the warp's rows of the C x C block
   uint16_t* P = s.mat[0];
   uint16_t* INV = s.mat[1];
   uint16_t* Pn = s.mat[2];
   uint16_t* INVn = s.mat[3];
 #pragma unroll
-  for (int e = lane; e < CP * CP; e += 32) {
-    const int r = e / CP, c = e % CP;
+  for (int e = lane; e < 16 * CP; e += 32) {
+    const int r = mi + e / CP, c = e % CP;
     INV[r * MS + c] = ptx::sub_rn_f16(r == c ? kF16One : uint16_t(0), P[r * MS + c]);
   }
   __syncwarp();
-  float pmax = matrix_max<CP>(P, lane);
+  float pmax = rows_max<CP>(P, mi, lane, 0.0f);
   const size_t csq = size_t(chunk) * chunk;
-  if (powers_out) store_matrix<CP>(powers_out, P, chunk, lane);
+  if (powers_out) store_rows<CP>(powers_out, P, chunk, mi, r_end, 1, lane);
   int p = 1, q = 0;
   while (2 * p < chunk) {
-    matmul_f16<CP>(Pn, P, P, nullptr, lane);
-    __syncwarp();
+    matmul_rows<CP>(Pn, P, P, nullptr, mi, lane);
+    task_sync<TW>(bar);
     uint16_t* tmp = P; P = Pn; Pn = tmp;
     p *= 2;
     ++q;
-    pmax = fmaxf(pmax, matrix_max<CP>(P, lane));
-    if (powers_out) store_matrix<CP>(powers_out + q * csq, P, chunk, lane);
-    matmul_f16<CP>(INVn, INV, P, INV, lane);
+    pmax = rows_max<CP>(P, mi, lane, pmax);
+    if (powers_out) store_rows<CP>(powers_out + q * csq, P, chunk, mi, r_end, 1, lane);
+    matmul_rows<CP>(INVn, INV, P, INV, mi, lane);
     __syncwarp();
     tmp = INV; INV = INVn; INVn = tmp;
   }
-  store_matrix<CP>(inv_out, INV, chunk, lane);
-  if (lane == 0) {
+  store_rows<CP>(inv_out, INV, chunk, mi, r_end, 1, lane);
+  pmax = warp_max(pmax);
+  if constexpr (TW > 1) {
+    if (lane == 0) s.wmax[tw] = pmax;
+    task_sync<TW>(bar);
+#pragma unroll
+    for (int w = 0; w < TW; ++w) pmax = fmaxf(pmax, s.wmax[w]);
+  }
+  if (tw == 0 && lane == 0) {
     *highest_power = p;
     *power_max = pmax;
   }
@@ -115,86 +228,126 @@ __device__ __forceinline__ uint32_t scale2(uint32_t k, uint16_t f) {
   return ptx::pack2(ptx::mul_rn_bf16(uint16_t(k & 0xFFFF), f), ptx::mul_rn_bf16(uint16_t(k >> 16), f));
 }
 
+// Steps 4-5 for rows mi..mi+15 of L: fp16(kd ki^T) through mma BF16 ->
+// FP32, each tile's k-blocks chained in order over d; the strict lower
+// part; L_ij = fp16(L_ij * fp16(beta_i)). Tiles wholly above the diagonal
+// are discarded anyway, so they are not formed.
 template <int CP>
-__global__ void __launch_bounds__(256) kernel_path_v2(KernelArgs args) {
+__device__ __forceinline__ void form_l_rows(const TaskSmem& s, int chunk, int dim, int mi, int lane) {
+  constexpr int MS = CP + 8, NJ = CP / 8;
+  const int ks = key_stride(dim), g = lane >> 2, t = lane & 3;
+  float acc[NJ][4];
+#pragma unroll
+  for (int j = 0; j < NJ; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  for (int kb = 0; kb < dim; kb += 16) {
+    uint32_t fa[4];
+    ldm_a(fa, s.kd, ks, mi, kb, lane);
+#pragma unroll
+    for (int nj = 0; nj < CP; nj += 16) {
+      if (nj < mi + 16) {
+        uint32_t fb[4];
+        ldm_b2_rows(fb, s.ki, ks, kb, nj, lane);
+        ptx::mma_bf16_f32(acc[nj / 8], fa, fb, acc[nj / 8]);
+        ptx::mma_bf16_f32(acc[nj / 8 + 1], fa, fb + 2, acc[nj / 8 + 1]);
+      }
+    }
+  }
+#pragma unroll
+  for (int nj = 0; nj < CP; nj += 8) {
+    if (nj < mi + 16) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = mi + g + (e >= 2 ? 8 : 0), c = nj + 2 * t + (e & 1);
+        uint16_t h = 0;
+        if (r < chunk && c < r) h = ptx::mul_rn_f16(ptx::cvt_rn_f16(acc[nj / 8][e]), s.beta[r]);
+        s.mat[0][r * MS + c] = h;
+      }
+    }
+  }
+}
+
+template <int CP>
+__global__ void __launch_bounds__(kThreadsMax) kernel_path_v2(KernelArgs args, size_t task_smem) {
   extern __shared__ __align__(16) char smem[];
-  constexpr int MS = CP + 8;
+  constexpr int MS = CP + 8, TW = CP / 16, NT = 32 * TW;
   const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const long task = args.task_first + long(blockIdx.x) * (blockDim.x >> 5) + warp;
+  const int slot = threadIdx.x / NT;           // the task's place in the block
+  const int tw = (threadIdx.x >> 5) % TW;      // the warp's place in the task
+  const int th = tw * 32 + lane;               // the thread's place in the task
+  const int bar = 1 + slot;
+  const long task = args.task_first + long(blockIdx.x) * (blockDim.x / NT) + slot;
   const int tasks = args.task_end ? args.task_end : args.gold_l ? 2 * args.n : args.n;
-  if (task >= tasks) return;
+  if (task >= tasks) return;  // the task's warps alike
   const int C = args.chunk, d = args.dim, ks = key_stride(d);
   const bool full = task < args.n;
   const long sample = full ? task : task - args.n;
-  WarpSmem s = carve(smem + size_t(warp) * args.warp_smem, CP, d, true);
+  const TaskSmem s = carve_task<CP>(smem + size_t(slot) * task_smem, d);
   const size_t csq = size_t(C) * C;
   uint16_t* powers = args.powers ? args.powers + size_t(task) * args.npow * csq : nullptr;
 
   {  // L starts at +0, padding included
     uint4* z = reinterpret_cast<uint4*>(s.mat[0]);
 #pragma unroll
-    for (int e = lane; e < CP * MS / 8; e += 32) z[e] = make_uint4(0, 0, 0, 0);
+    for (int e = th; e < CP * MS / 8; e += NT) z[e] = make_uint4(0, 0, 0, 0);
   }
   if (!full) {
-    __syncwarp();
+    task_sync<TW>(bar);
     const uint16_t* gl = args.gold_l + sample * csq;
-    for (int r = 0; r < C; ++r)
+    for (int r = tw; r < C; r += TW)
       for (int c = lane; c < C; c += 32) s.mat[0][r * MS + c] = gl[r * C + c];
-    __syncwarp();
-    neumann<CP>(s, C, lane, args.stable_inv + sample * csq, args.highest_power + task, args.power_max + task,
-                powers);
+    task_sync<TW>(bar);
+    neumann<CP>(s, C, tw, lane, bar, args.stable_inv + sample * csq, args.highest_power + task,
+                args.power_max + task, powers);
     return;
   }
 
   if (args.gate_width != 1) {
-    per_channel_scaled_keys(args, sample, s, CP, ks, lane);
+    per_channel_scaled_keys(args, sample, s, CP, ks, th, NT);
   } else {
-  // Steps 1-2, as v1: one lane sums G2 in row order.
-  if (lane == 0) {
-    const double* g = args.g + sample * C;
-    float G2 = 0.0f;
-    for (int i = 0; i < C; ++i) {
-      G2 = __fadd_rn(G2, __double2float_rn(__dmul_rn(g[i], kLog2e)));
-      s.g2[i] = G2;
+    // Steps 1-2, as v1: one thread sums G2 in row order.
+    if (th == 0) {
+      const double* g = args.g + sample * C;
+      float G2 = 0.0f;
+      for (int i = 0; i < C; ++i) {
+        G2 = __fadd_rn(G2, __double2float_rn(__dmul_rn(g[i], kLog2e)));
+        s.g2[i] = G2;
+      }
     }
-  }
-  __syncwarp();
-  for (int i = lane; i < CP; i += 32) {
-    uint16_t dec = 0, inv = 0, beta = 0;
-    if (i < C) {
-      dec = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(s.g2[i]));
-      inv = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(-s.g2[i]));
-      beta = args.beta[sample * C + i];
-      args.decay[sample * C + i] = dec;
-      args.inv_decay[sample * C + i] = inv;
+    task_sync<TW>(bar);
+    for (int i = th; i < CP; i += NT) {
+      uint16_t dec = 0, inv = 0, beta = 0;
+      if (i < C) {
+        dec = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(s.g2[i]));
+        inv = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(-s.g2[i]));
+        beta = args.beta[sample * C + i];
+        args.decay[sample * C + i] = dec;
+        args.inv_decay[sample * C + i] = inv;
+      }
+      s.decay[i] = dec;
+      s.inv[i] = inv;
+      s.beta[i] = beta;
     }
-    s.decay[i] = dec;
-    s.inv[i] = inv;
-    s.beta[i] = beta;
-  }
-  // Padded rows of the scaled keys are zero.
-  for (int e = lane; e < (CP - C) * ks / 8; e += 32) {
-    reinterpret_cast<uint4*>(s.kd + C * ks)[e] = make_uint4(0, 0, 0, 0);
-    reinterpret_cast<uint4*>(s.ki + C * ks)[e] = make_uint4(0, 0, 0, 0);
-  }
-  __syncwarp();
+    // Padded rows of the scaled keys are zero.
+    for (int e = th; e < (CP - C) * ks / 8; e += NT) {
+      reinterpret_cast<uint4*>(s.kd + C * ks)[e] = make_uint4(0, 0, 0, 0);
+      reinterpret_cast<uint4*>(s.ki + C * ks)[e] = make_uint4(0, 0, 0, 0);
+    }
+    task_sync<TW>(bar);
 
-  // Step 3: 16-byte key loads, eight in flight per lane, then the BF16 products.
-  {
+    // Step 3: 16-byte key loads, eight in flight per thread, then the BF16 products.
     const uint4* keys = reinterpret_cast<const uint4*>(args.keys + sample * C * size_t(d));
     const int q8 = d / 8, total = C * q8;
     constexpr int kInFlight = 8;
-    for (int base = 0; base < total; base += 32 * kInFlight) {
+    for (int base = 0; base < total; base += NT * kInFlight) {
       uint4 k[kInFlight];
 #pragma unroll
       for (int j = 0; j < kInFlight; ++j) {
-        const int e = base + j * 32 + lane;
+        const int e = base + j * NT + th;
         k[j] = e < total ? __ldg(keys + e) : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
       for (int j = 0; j < kInFlight; ++j) {
-        const int e = base + j * 32 + lane;
+        const int e = base + j * NT + th;
         if (e >= total) break;
         const int r = e / q8, c = (e - r * q8) * 8;
         const uint16_t fd = s.decay[r], fi = s.inv[r];
@@ -205,55 +358,62 @@ __global__ void __launch_bounds__(256) kernel_path_v2(KernelArgs args) {
       }
     }
   }
-  }  // per-token gates
-  __syncwarp();
+  task_sync<TW>(bar);
 
-  // Steps 4-5, as v1.
-  {
-    const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int mi = 0; mi < CP; mi += 16) {
-#pragma unroll
-      for (int nj = 0; nj < mi + 16; nj += 8) {
-        float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        for (int kb = 0; kb < d; kb += 16) {
-          uint32_t fa[4], fb[2];
-          load_a(fa, s.kd, ks, mi, kb, lane);
-          load_b_rows(fb, s.ki, ks, kb, nj, lane);
-          ptx::mma_bf16_f32(acc, fa, fb, acc);
-        }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = mi + g + (e >= 2 ? 8 : 0), c = nj + 2 * t + (e & 1);
-          uint16_t h = 0;
-          if (r < C && c < r) h = ptx::mul_rn_f16(ptx::cvt_rn_f16(acc[e]), s.beta[r]);
-          s.mat[0][r * MS + c] = h;
-        }
-      }
-    }
-  }
-  __syncwarp();
-  store_matrix<CP>(args.l + sample * csq, s.mat[0], C, lane);
+  form_l_rows<CP>(s, C, d, 16 * tw, lane);
+  // Every row of L is written, and the keys (whose bytes INV, Pn and INVn
+  // take next) are read by every warp, before any warp goes on.
+  task_sync<TW>(bar);
+  store_rows<CP>(args.l + sample * csq, s.mat[0], C, tw, C, TW, lane);
   if (args.l_only) return;
-  neumann<CP>(s, C, lane, args.inv + sample * csq, args.highest_power + task, args.power_max + task, powers);
+  neumann<CP>(s, C, tw, lane, bar, args.inv + sample * csq, args.highest_power + task, args.power_max + task,
+              powers);
+}
+
+// Tasks a block that keep the most tasks resident on a multiprocessor (the
+// fewest among equals: finer grids, shorter tails). Shared memory limits
+// them: blocks of k tasks take k * task_smem bytes plus what the device
+// reserves per block. Where a task runs does not change what it computes.
+int tasks_per_block(size_t task_smem, int task_warps, int optin) {
+  int dev = 0, sm_bytes = 0, reserved = 0, max_threads = 0, max_blocks = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&max_threads, cudaDevAttrMaxThreadsPerMultiProcessor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&max_blocks, cudaDevAttrMaxBlocksPerMultiprocessor, dev));
+  const size_t max_tasks = size_t(max_threads) / (32 * size_t(task_warps));
+  int best = 1;
+  size_t best_resident = 0;
+  for (int k = 1; 32 * task_warps * k <= kThreadsMax && size_t(k) * task_smem <= size_t(optin); ++k) {
+    const size_t blocks = std::min<size_t>(size_t(sm_bytes) / (size_t(k) * task_smem + size_t(reserved)), max_blocks);
+    const size_t resident = std::min(blocks * size_t(k), max_tasks);
+    if (resident > best_resident) best = k, best_resident = resident;
+  }
+  return best;
 }
 
 template <int CP>
-void launch(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t st) {
-  detail::allow_optin_smem(reinterpret_cast<const void*>(kernel_path_v2<CP>));
-  const int blocks = (tasks + l.warps - 1) / l.warps;
-  kernel_path_v2<CP><<<blocks, 32 * l.warps, l.warps * l.warp_smem, st>>>(a);
+void launch(const KernelArgs& a, int tasks, cudaStream_t st) {
+  const int optin = detail::allow_optin_smem(reinterpret_cast<const void*>(kernel_path_v2<CP>));
+  // Keys in shared memory only where the launch holds whole samples.
+  const size_t task_smem = Layout<CP>::task_bytes(a.dim, a.task_first < a.n);
+  if (task_smem > size_t(optin))
+    throw UsageError("path kernel: chunk " + std::to_string(CP) + " x dim " + std::to_string(a.dim) +
+                     " needs more shared memory than one block has");
+  const int per_block = tasks_per_block(task_smem, Layout<CP>::TW, optin);
+  const int blocks = (tasks + per_block - 1) / per_block;
+  kernel_path_v2<CP><<<blocks, 32 * Layout<CP>::TW * per_block, per_block * task_smem, st>>>(a, task_smem);
   CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void launch_kernel_path_v2(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t st) {
+void launch_kernel_path_v2(const KernelArgs& a, int tasks, cudaStream_t st) {
   switch (a.cp) {
-    case 16: return launch<16>(a, l, tasks, st);
-    case 32: return launch<32>(a, l, tasks, st);
-    case 48: return launch<48>(a, l, tasks, st);
-    case 64: return launch<64>(a, l, tasks, st);
+    case 16: return launch<16>(a, tasks, st);
+    case 32: return launch<32>(a, tasks, st);
+    case 48: return launch<48>(a, tasks, st);
+    case 64: return launch<64>(a, tasks, st);
   }
   throw std::runtime_error("kernel v2: padded chunk must be 16, 32, 48 or 64");
 }
