@@ -20,7 +20,8 @@ inline void check(cublasStatus_t s, const char* call, const char* file, int line
 }
 
 // Raises `kernel`'s dynamic shared-memory limit to the current device's
-// opt-in maximum and returns that maximum. The attribute belongs to a device,
+// opt-in maximum, prefers the largest shared-memory carveout for it, and
+// returns that maximum. The attribute belongs to a device,
 // so it is set once per (kernel, device), not once per process (gpu/device.cu).
 int allow_optin_smem(const void* kernel);
 

@@ -67,6 +67,12 @@ __device__ __forceinline__ uint16_t add_rn_f16(uint16_t a, uint16_t b) {
   asm("add.rn.f16 %0, %1, %2;" : "=h"(d) : "h"(a), "h"(b));
   return d;
 }
+// Two BF16 products at once, each rounded once (mul.rn.bf16 lane by lane).
+__device__ __forceinline__ uint32_t mul_rn_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
 // The Neumann update's add, two lanes at once (what __hadd2 compiles to).
 __device__ __forceinline__ uint32_t add_rn_f16x2(uint32_t a, uint32_t b) {
   uint32_t d;

@@ -110,6 +110,24 @@ CHUNKINV_HD inline void slab_entries(int k0, int len, int T, int t, const F& f) 
   }
 }
 
+// Calls f(e, i, j) for thread t's entries e = t, t + T, ... of a C x C
+// matrix, (i, j) = (e / C, e % C): one division, then steps (a division by
+// the runtime C at every entry was a fifth of a writing loop's instructions).
+template <class F>
+CHUNKINV_HD inline void matrix_entries(int C, int T, int t, const F& f) {
+  const int csq = C * C, di = T / C, dj = T % C;
+  int i = t / C, j = t % C;
+  for (int e = t; e < csq; e += T) {
+    f(e, i, j);
+    i += di;
+    j += dj;
+    if (j >= C) {
+      j -= C;
+      ++i;
+    }
+  }
+}
+
 // The gold's shared memory (doubles): L's lower triangle packed, then X
 // (the inverse) sharing its space with the staged keys and cumulated
 // gates, then cum and beta, then the reference's slab of terms and sums.
@@ -175,17 +193,18 @@ CHUNKINV_HD inline void load_8(const uint16_t* p, uint16_t (&v)[8]) {
 // a slab at a time, into acc[0] (squared errors) and acc[1] (squared
 // references), which the caller zeroes, as is fl->s2_bad, set here when an
 // entry of the product is not finite. l(i, k) is read for k <= i; x(k, j)
-// for k >= j, and for k < j too below C = 7.
-template <class Block, class Lf, class Xf>
-CHUNKINV_HD void residual_sums(const Block& blk, int C, const Lf& l, const Xf& x, double* terms, double* acc,
-                               BlockFlags* fl) {
+// for k >= j, and for k < j too below C = 7; from C = 7 on, walk(i, j) gives
+// the entry instead (fp64::unit_plus_times_lower_walk over the same L and X).
+template <class Block, class Lf, class Xf, class Walk>
+CHUNKINV_HD void residual_sums(const Block& blk, int C, const Lf& l, const Xf& x, const Walk& walk, double* terms,
+                               double* acc, BlockFlags* fl) {
   const int P = packed_size(C), S = slab_size(C), SS = slab_stride(C), T = blk.threads;
   for (int k0 = 0; k0 < P; k0 += S) {
     const int len = P - k0 < S ? P - k0 : S;
     blk.each([&](int t) {
       bool s2_bad = false;
       slab_entries(k0, len, T, t, [&](int k, int i, int j) {
-        const double r = fp64::unit_plus_times_lower(C, i, j, 3 * C < 20 ? 0 : j, l, x);
+        const double r = 3 * C < 20 ? fp64::unit_plus_times_lower(C, i, j, 0, l, x) : walk(i, j);
         s2_bad |= !std::isfinite(r);
         const double y = i == j ? 1.0 : 0.0, d = r - y;
         terms[k - k0] = d * d;
@@ -297,14 +316,25 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
       }
       const int a = t < TR ? 2 * t : 0;
       const bool dg_ok = t < TR && 2 * t + 1 < C;
+      // The tiles' rows of the staged keys, moved on by a channel (CP
+      // doubles) at each step, rather than indexed anew at every load.
+      const double* pi[kMaxTiles];
+      const double* pj[kMaxTiles];
+      CHUNKINV_UNROLL
+      for (int q = 0; q < kMaxTiles; ++q) {
+        pi[q] = m.keyt + i0[q];
+        pj[q] = m.keyt + j0[q];
+      }
       for (int kk = 0; kk < kn; ++kk) {
         const double* kr = m.keyt + kk * CP;
         const double* cr = m.cumt + kk * CP;
         CHUNKINV_UNROLL
         for (int q = 0; q < kMaxTiles; ++q) {
           double ki[2], kj[2];
-          load_pair(kr + i0[q], ki);
-          load_pair(kr + j0[q], kj);
+          load_pair(pi[q], ki);
+          load_pair(pj[q], kj);
+          pi[q] += CP;
+          pj[q] += CP;
           if (!kChannel) {
             // dot += k_i k_j; pairs in the zero row C (odd C) are formed too and never read.
             CHUNKINV_UNROLL
@@ -350,12 +380,11 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
   });
 
   blk.each([&](int t) {
-    for (size_t e = t; e < csq; e += T) {
-      const int i = int(e / size_t(C)), j = int(e % size_t(C));
+    matrix_entries(C, T, t, [&](int e, int i, int j) {
       const double v = j <= i ? m.L[packed_at(i, j)] : 0.0;
       a.gold_l[size_t(s) * csq + e] = v;
       if (a.gold_l_fp16) a.gold_l_fp16[size_t(s) * csq + e] = fp16_bits_rn(v);
-    }
+    });
     const bool finite = fl->l_bad == 0;
     for (int c = t; c < C; c += T)
       fp64::unit_lower_solve_column(
@@ -366,14 +395,14 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
   blk.each([&](int t) {
     bool inv_bad = false, upper = false;
     uint64_t max_bits = 0;  // of |entry|: max over non-negative doubles is the max of their bits
-    for (size_t e = t; e < csq; e += T) {
+    matrix_entries(C, T, t, [&](int e, int i, int j) {
       const double v = m.X[e];
       a.gold_inv[size_t(s) * csq + e] = v;
-      if (!a.reference) continue;
+      if (!a.reference) return;
       if (!std::isfinite(v)) inv_bad = true;
       else if (const uint64_t b = hd::bits(std::fabs(v)); b > max_bits) max_bits = b;
-      upper |= int(e % size_t(C)) > int(e / size_t(C)) && v != 0.0;
-    }
+      upper |= j > i && v != 0.0;
+    });
     if (inv_bad) blk.set(&fl->inv_bad);
     if (upper) blk.set(&fl->upper);
     if (max_bits) blk.max(&fl->max_bits, max_bits);
@@ -388,6 +417,10 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
   if (fl->inv_bad == 0)
     residual_sums(
         blk, C, [&](int i, int k) { return m.L[packed_at(i, k)]; }, [&](int k, int j) { return m.X[size_t(k) * C + j]; },
+        [&](int i, int j) {
+          return fp64::unit_plus_times_lower_walk(C, i, j, m.L + packed_at(i, 0), m.X + size_t(j) * C + j,
+                                                  m.X + size_t(i) * C + j, fp64::StrideStep{C});
+        },
         m.terms, m.acc, fl);
   blk.each([&](int t) {
     if (t != 0) return;
@@ -593,6 +626,14 @@ CHUNKINV_HD void stage_entries(const Block& blk, int C, int t, const PathL& path
   bool l_bad = false, inv_bad = false, run_bad = false;
   int upper = 0;
   constexpr int kU = 4;
+  // (i, j) of entry e0 + u T, stepped with e0 (no division per entry).
+  const int step = kU * T, di = step / C, dj = step % C;
+  int ri[kU], rj[kU];
+  CHUNKINV_UNROLL
+  for (int u = 0; u < kU; ++u) {
+    ri[u] = (t + u * T) / C;
+    rj[u] = (t + u * T) % C;
+  }
   for (size_t e0 = t; e0 < csq; e0 += size_t(kU) * T) {
     double l[kU], gle[kU], gie[kU];
     uint16_t ib[kU], sb[kU];
@@ -608,8 +649,14 @@ CHUNKINV_HD void stage_entries(const Block& blk, int C, int t, const PathL& path
     CHUNKINV_UNROLL
     for (int u = 0; u < kU; ++u) {
       const size_t e = e0 + size_t(u) * T;
+      const int i = ri[u], j = rj[u];
+      ri[u] += di;
+      rj[u] += dj;
+      if (rj[u] >= C) {
+        rj[u] -= C;
+        ++ri[u];
+      }
       if (e >= csq) continue;
-      const int i = int(e / size_t(C)), j = int(e % size_t(C));
       l_bad |= !std::isfinite(l[u]);
       inv_bad |= (ib[u] & 0x7C00) == 0x7C00;
       run_bad |= (sb[u] & 0x7C00) == 0x7C00;
@@ -670,6 +717,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   const bool own_gold_l = p.l_f64 != nullptr && p.l_f64 == g.gold_l;
   // The gold L's entry (r, c), c <= r, and the gold inverse's (i, j), j <= i (e = i C + j, k packed).
   auto gold_l = [&](int r, int c) { return kStaged ? m.gl[packed_at(r, c)] : gl[size_t(r) * C + c]; };
+  auto gold_row = [&](int r) { return kStaged ? m.gl + packed_at(r, 0) : gl + size_t(r) * C; };  // gold_l(r, c) = [c]
   auto gold_inv = [&](size_t e, int k) { return kStaged ? m.gi[k] : gi[e]; };
   auto path_l = [&](size_t e) { return p.l_f64 ? p.l_f64[at + e] : fp64::fp16_value(p.l_fp16[at + e]); };
 
@@ -741,7 +789,9 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
           q[8 * SS] = gie * gie;
         }
         if (inv_ok) {  // inverse_residual: (I + gold L) * INV against I
-          const double r = fp64::unit_plus_times_lower(C, i, j, 3 * C < 20 ? 0 : j, gold_l, inv_kj);
+          const double r = 3 * C < 20 ? fp64::unit_plus_times_lower(C, i, j, 0, gold_l, inv_kj)
+                                      : fp64::unit_plus_times_lower_walk(C, i, j, gold_row(i), m.inv + packed_at(j, j),
+                                                                         m.inv + k, fp64::PackedRowsStep{});
           s2_bad |= !std::isfinite(r);
           const double y = i == j ? 1.0 : 0.0;
           d = r - y;
@@ -839,6 +889,7 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
   const double* gl = g.gold_l + at;
   const double* gi = g.gold_inv + at;
   auto gold_l = [&](int r, int c) { return kStaged ? m.gl[packed_at(r, c)] : gl[size_t(r) * C + c]; };
+  auto gold_row = [&](int r) { return kStaged ? m.gl + packed_at(r, 0) : gl + size_t(r) * C; };  // gold_l(r, c) = [c]
   auto gold_inv = [&](size_t e, int k) { return kStaged ? m.gi[k] : gi[e]; };
   auto kernel_l = [&](size_t e) { return pk.l_f64 ? pk.l_f64[at + e] : fp64::fp16_value(pk.l_fp16[at + e]); };
 
@@ -917,13 +968,17 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
         }
         const double y = i == j ? 1.0 : 0.0;
         if (k_res) {  // (I + gold L) * kernel INV against I
-          const double r = fp64::unit_plus_times_lower(C, i, j, 3 * C < 20 ? 0 : j, gold_l, inv_kj);
+          const double r = 3 * C < 20 ? fp64::unit_plus_times_lower(C, i, j, 0, gold_l, inv_kj)
+                                      : fp64::unit_plus_times_lower_walk(C, i, j, gold_row(i), m.inv + packed_at(j, j),
+                                                                         m.inv + k, fp64::PackedRowsStep{});
           if (!std::isfinite(r)) s2_bad |= kS2Kernel;
           d = r - y;
           q[kKResErr * SS] = d * d;
         }
         if (g_res) {  // (I + gold L) * run against I
-          const double r = fp64::unit_plus_times_lower(C, i, j, 3 * C < 20 ? 0 : j, gold_l, run_kj);
+          const double r = 3 * C < 20 ? fp64::unit_plus_times_lower(C, i, j, 0, gold_l, run_kj)
+                                      : fp64::unit_plus_times_lower_walk(C, i, j, gold_row(i), m.run + packed_at(j, j),
+                                                                         m.run + k, fp64::PackedRowsStep{});
           if (!std::isfinite(r)) s2_bad |= kS2Gold;
           d = r - y;
           q[kGResErr * SS] = d * d;
@@ -1018,7 +1073,12 @@ CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, dou
   if (fl->inv_bad == 0) {
     auto x_kj = [&](int k, int j) { return k >= j ? X[packed_at(k, j)] : g.gold_inv[at + size_t(k) * C + j]; };
     residual_sums(
-        blk, C, [&](int r, int c) { return gl[size_t(r) * C + c]; }, x_kj, terms, acc, fl);
+        blk, C, [&](int r, int c) { return gl[size_t(r) * C + c]; }, x_kj,
+        [&](int i, int j) {
+          return fp64::unit_plus_times_lower_walk(C, i, j, gl + size_t(i) * C, X + packed_at(j, j), X + packed_at(i, j),
+                                                  fp64::PackedRowsStep{});
+        },
+        terms, acc, fl);
   }
   blk.each([&](int t) {
     if (t != 0) return;

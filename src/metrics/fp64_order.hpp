@@ -142,6 +142,54 @@ CHUNKINV_HD inline double unit_plus_times_lower(int C, int i, int j, int k_begin
   return acc * 1.0 + 0.0;
 }
 
+// unit_plus_times_lower(C, i, j, j, l, b) for 3C >= 20 with row i of l and
+// column j of b walked by pointers rather than looked up term by term:
+// l(i, k) = li[k]; b(k, j) = *bk, bk starting at b(j, j) and moving on by
+// step(k) from row k to row k + 1; bi = &b(i, j). The same operations in
+// the same order (the GPU's residuals spent most of their instructions on
+// each term's index arithmetic and bounds tests).
+template <class Step>
+CHUNKINV_HD inline double unit_plus_times_lower_walk(int C, int i, int j, const double* li, const double* bk,
+                                                     const double* bi, const Step& step) {
+  const double last = *bi * (1.0 + li[i]);  // k = i
+  double acc = 0.0, odd = 0.0;
+  int k = j;
+  auto term = [&]() {  // k < i, then on to row k + 1
+    const double t = *bk * (0.0 + li[k]);
+    bk += step(k);
+    ++k;
+    return t;
+  };
+  if (i < (C & ~3)) {
+    const int peeled = (C & ~7) < i + 1 ? (C & ~7) : i + 1;
+    const int below = peeled < i ? peeled : i;
+    if (k < below && (k & 1)) odd += term();
+    while (k + 1 < below) {
+      acc += term();
+      odd += term();
+    }
+    if (k < below) acc += term();
+    if (k < peeled) {
+      if (i & 1) odd += last;
+      else acc += last;
+      ++k;
+    }
+    acc = acc + odd;
+  }
+  while (k < i) acc += term();
+  if (k == i) acc += last;
+  return acc * 1.0 + 0.0;
+}
+// Steps of a column walk: a row-major C x C matrix (stride C), or a lower
+// triangle packed by rows (row k + 1 starts k + 1 entries after row k).
+struct StrideStep {
+  int stride;
+  CHUNKINV_HD int operator()(int) const { return stride; }
+};
+struct PackedRowsStep {
+  CHUNKINV_HD int operator()(int k) const { return k + 1; }
+};
+
 // rel_rmse(a, e) of metrics.cpp, one entry at a time in the matrices' data
 // order: sqrt(mean((a-e)^2)) / (sqrt(mean(e^2)) + 1e-30), +inf once an
 // entry of a is not finite.

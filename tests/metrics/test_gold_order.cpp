@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "core/fp.hpp"
 #include "gpu/gpu_test_common.hpp"
@@ -183,6 +184,48 @@ TEST(GoldOrder, LowerResidualEntryIsTheGeneralOneBitForBit) {
     }
   std::printf("lower residual entries: %ld of %ld differ from the general form\n", differing, entries);
   EXPECT_EQ(differing, 0);
+}
+
+TEST(GoldOrder, LowerResidualWalkIsTheLowerFormBitForBit) {
+  // unit_plus_times_lower_walk (pointers along row i of L and column j of B,
+  // B row-major or packed by rows) against unit_plus_times_lower with
+  // k_begin = j, every entry on or below the diagonal, C = 7..64, the same
+  // kinds of L and B as above.
+  Rng rng(16);
+  long differing = 0, entries = 0;
+  for (int C = 7; C <= 64; ++C)
+    for (int t = 0; t < 4; ++t) {
+      const Mat l = strict_lower(C, rng, t % 3);
+      Mat b(C, C);
+      for (int i = 0; i < C; ++i)
+        for (int j = 0; j < C; ++j) b(i, j) = t == 1 && rng.integer(6) == 0 ? extreme_value(rng) : rng.normal();
+      std::vector<double> rows(size_t(C) * C), packed(size_t(C) * (C + 1) / 2), lrow(static_cast<size_t>(C));
+      for (int i = 0; i < C; ++i)
+        for (int j = 0; j < C; ++j) {
+          rows[size_t(i) * C + j] = b(i, j);
+          if (j <= i) packed[size_t(i) * (i + 1) / 2 + j] = b(i, j);
+        }
+      auto lf = [&](int r, int k) { return l(r, k); };
+      auto bf = [&](int k, int c) { return b(k, c); };
+      for (int i = 0; i < C; ++i) {
+        for (int k = 0; k < C; ++k) lrow[k] = l(i, k);
+        for (int j = 0; j <= i; ++j) {
+          const double want = fp64::unit_plus_times_lower(C, i, j, j, lf, bf);
+          const double* r0 = rows.data();
+          const double* p0 = packed.data();
+          const double by_rows = fp64::unit_plus_times_lower_walk(C, i, j, lrow.data(), r0 + size_t(j) * C + j,
+                                                                   r0 + size_t(i) * C + j, fp64::StrideStep{C});
+          const double by_packed =
+              fp64::unit_plus_times_lower_walk(C, i, j, lrow.data(), p0 + size_t(j) * (j + 1) / 2 + j,
+                                               p0 + size_t(i) * (i + 1) / 2 + j, fp64::PackedRowsStep{});
+          differing += !same_double(by_rows, want) + !same_double(by_packed, want);
+          entries += 2;
+        }
+      }
+    }
+  std::printf("lower residual walks: %ld of %ld differ from the lower form\n", differing, entries);
+  EXPECT_EQ(differing, 0);
+  EXPECT_GT(entries, 100000);
 }
 
 TEST(GoldOrder, RelRmseAndResidualAreTheMetricsBitForBit) {

@@ -165,11 +165,21 @@ __device__ __forceinline__ float rows_max(const uint16_t* m, int mi, int lane, f
   return v;
 }
 
-// Rows r0, r0 + step, ... of the leading C x C block.
+// Rows r0, r0 + step, ... (before r1) of the leading C x C block; where C
+// is the padded chunk itself, 16 bytes a lane at a time.
 template <int CP>
 __device__ __forceinline__ void store_rows(uint16_t* out, const uint16_t* m, int chunk, int r0, int r1, int step,
                                            int lane) {
-  constexpr int MS = CP + 8;
+  constexpr int MS = CP + 8, Q = CP / 8;  // 16-byte pieces a row
+  if (chunk == CP) {
+    const int rows = (r1 - r0 + step - 1) / step;
+#pragma unroll 1
+    for (int e = lane; e < rows * Q; e += 32) {
+      const int r = r0 + (e / Q) * step, c = (e % Q) * 8;
+      *reinterpret_cast<uint4*>(out + r * CP + c) = *reinterpret_cast<const uint4*>(m + r * MS + c);
+    }
+    return;
+  }
   for (int r = r0; r < r1; r += step)
     for (int c = lane; c < chunk; c += 32) out[r * chunk + c] = m[r * MS + c];
 }
@@ -224,8 +234,9 @@ __device__ __forceinline__ void neumann(const TaskSmem& s, int chunk, int tw, in
   }
 }
 
+// Both BF16 keys of k times f, each product rounded once (v1's two mul.rn.bf16 in one instruction).
 __device__ __forceinline__ uint32_t scale2(uint32_t k, uint16_t f) {
-  return ptx::pack2(ptx::mul_rn_bf16(uint16_t(k & 0xFFFF), f), ptx::mul_rn_bf16(uint16_t(k >> 16), f));
+  return ptx::mul_rn_bf16x2(k, ptx::pack2(f, f));
 }
 
 // Steps 4-5 for rows mi..mi+15 of L: fp16(kd ki^T) through mma BF16 ->
