@@ -85,6 +85,15 @@ Mat eigen_product(const Mat& l, const Mat& b) {
 
 constexpr int kPerSize = 50;  // matrices per chunk size and kind: 63 x 50 x 3 = 9,450 each
 
+// B of the residual tests: normals, or with extremes, an extreme value
+// (extreme_value's kinds) at about one entry in six.
+Mat residual_operand(int C, Rng& rng, bool extremes) {
+  Mat b(C, C);
+  for (int i = 0; i < C; ++i)
+    for (int j = 0; j < C; ++j) b(i, j) = extremes && rng.integer(6) == 0 ? extreme_value(rng) : rng.normal();
+  return b;
+}
+
 }  // namespace
 
 TEST(GoldOrder, UnitLowerSolveIsEigensBitForBit) {
@@ -168,9 +177,7 @@ TEST(GoldOrder, LowerResidualEntryIsTheGeneralOneBitForBit) {
   for (int C = 2; C <= 64; ++C)
     for (int t = 0; t < 4; ++t) {
       const Mat l = strict_lower(C, rng, t % 3);
-      Mat b(C, C);
-      for (int i = 0; i < C; ++i)
-        for (int j = 0; j < C; ++j) b(i, j) = t == 1 && rng.integer(6) == 0 ? extreme_value(rng) : rng.normal();
+      const Mat b = residual_operand(C, rng, t == 1);
       auto lf = [&](int r, int k) { return l(r, k); };
       auto bf = [&](int k, int c) { return b(k, c); };
       for (int i = 0; i < C; ++i)
@@ -196,9 +203,7 @@ TEST(GoldOrder, LowerResidualWalkIsTheLowerFormBitForBit) {
   for (int C = 7; C <= 64; ++C)
     for (int t = 0; t < 4; ++t) {
       const Mat l = strict_lower(C, rng, t % 3);
-      Mat b(C, C);
-      for (int i = 0; i < C; ++i)
-        for (int j = 0; j < C; ++j) b(i, j) = t == 1 && rng.integer(6) == 0 ? extreme_value(rng) : rng.normal();
+      const Mat b = residual_operand(C, rng, t == 1);
       std::vector<double> rows(size_t(C) * C), packed(size_t(C) * (C + 1) / 2), lrow(static_cast<size_t>(C));
       for (int i = 0; i < C; ++i)
         for (int j = 0; j < C; ++j) {

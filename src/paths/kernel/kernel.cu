@@ -383,27 +383,27 @@ class KernelPath final : public Path {
   detail::DeviceBuffer<float> d_pmax_;
 };
 
-// The warps of a block (one task each) that keep the most warps resident
-// on a multiprocessor, whose shared memory is what limits them: blocks of w
-// warps take w * warp_smem bytes each plus what the device reserves per
-// block. The fewest warps among equals (finer grids, shorter tails). The
-// result does not change what a warp computes, only where it runs.
-int warps_per_block(size_t warp_smem, int optin) {
-  int dev = 0, sm_bytes = 0, reserved = 0, max_warps = 0, max_blocks = 0;
+}  // namespace
+
+int units_per_block(size_t unit_smem, int unit_warps, int max_units, int optin) {
+  int dev = 0, sm_bytes = 0, reserved = 0, max_threads = 0, max_blocks = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&max_warps, cudaDevAttrMaxThreadsPerMultiProcessor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&max_threads, cudaDevAttrMaxThreadsPerMultiProcessor, dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&max_blocks, cudaDevAttrMaxBlocksPerMultiprocessor, dev));
-  max_warps /= 32;
-  int best = 1, best_resident = 0;
-  for (int w = 1; w <= kWarpsPerBlockMax && size_t(w) * warp_smem <= size_t(optin); ++w) {
-    const size_t blocks = std::min<size_t>(size_t(sm_bytes) / (size_t(w) * warp_smem + size_t(reserved)), max_blocks);
-    const int resident = int(std::min<size_t>(blocks * size_t(w), size_t(max_warps)));
-    if (resident > best_resident) best = w, best_resident = resident;
+  const size_t max_resident = size_t(max_threads) / (32 * size_t(unit_warps));
+  int best = 1;
+  size_t best_resident = 0;
+  for (int k = 1; k <= max_units && size_t(k) * unit_smem <= size_t(optin); ++k) {
+    const size_t blocks = std::min<size_t>(size_t(sm_bytes) / (size_t(k) * unit_smem + size_t(reserved)), max_blocks);
+    const size_t resident = std::min(blocks * size_t(k), max_resident);
+    if (resident > best_resident) best = k, best_resident = resident;
   }
   return best;
 }
+
+namespace {
 
 // A launch whose warps hold the scaled keys in shared memory (keys) or not.
 KernelLaunch plan(int cp, int dim, bool keys) {
@@ -413,7 +413,7 @@ KernelLaunch plan(int cp, int dim, bool keys) {
   if (l.warp_smem > size_t(optin))
     throw UsageError("path kernel: chunk " + std::to_string(cp) + " x dim " + std::to_string(dim) +
                      " needs more shared memory than one block has");
-  l.warps = warps_per_block(l.warp_smem, optin);
+  l.warps = units_per_block(l.warp_smem, 1, kWarpsPerBlockMax, optin);  // one warp a task
   return l;
 }
 

@@ -42,6 +42,13 @@ struct KernelLaunch {
   size_t warp_smem = 0;   // bytes per warp
 };
 
+// Units (warps or tasks of unit_warps warps) a block, at most max_units,
+// that keep the most units resident on a multiprocessor of the current
+// device, whose shared memory limits them (unit_smem bytes a unit, plus
+// what the device reserves per block): the fewest among equals, for finer
+// grids and shorter tails. Where a unit runs does not change what it computes.
+int units_per_block(size_t unit_smem, int unit_warps, int max_units, int optin);
+
 KernelLaunch plan_launch(int cp, int dim);
 // The launch of stable runs alone (tasks [n, 2n), task_first = n): no keys in
 // shared memory, so more warps an SM.
@@ -90,16 +97,17 @@ __device__ inline void per_channel_scaled_keys(const KernelArgs& a, long sample,
   for (int i = lane; i < cp; i += nt) s.beta[i] = i < C ? a.beta[size_t(sample) * C + i] : uint16_t(0);
 }
 
-// Steps 1-3 for per-token gates (SPEC §2 "kernel"), kernel version 1's way:
-// g2 = fp32(g * log2 e) with the product in FP64; G2 summed in FP32 in row
-// order by one lane (the order is the arithmetic); the BF16 decays; kd, ki =
-// bf16(k * decay), each product rounded once, zero in rows C..cp-1; fp16(beta)
-// to s.beta.
-template <class Smem>
-__device__ inline void token_scaled_keys(const KernelArgs& a, long sample, const Smem& s, int cp, int ks, int lane) {
+// Steps 1-2 for per-token gates, shared by both kernel versions: thread 0
+// of the task's nt sums G2 = fp32(g * log2 e) in FP32 in row order (the
+// order is the arithmetic), the task's threads meet (sync), then thread t
+// of them writes the BF16 decays of rows t, t + nt, ... and fp16(beta) to
+// s and the decays to the outputs; rows C..cp-1 get zeros.
+template <class Smem, class Sync>
+__device__ inline void token_decays(const KernelArgs& a, long sample, const Smem& s, int cp, int t, int nt,
+                                    const Sync& sync) {
   constexpr double kLog2eD = 1.4426950408889634;  // log2(e), the double nearest
-  const int C = a.chunk, d = a.dim;
-  if (lane == 0) {
+  const int C = a.chunk;
+  if (t == 0) {
     const double* g = a.g + sample * C;
     float G2 = 0.0f;
     for (int i = 0; i < C; ++i) {
@@ -107,8 +115,8 @@ __device__ inline void token_scaled_keys(const KernelArgs& a, long sample, const
       s.g2[i] = G2;
     }
   }
-  __syncwarp();
-  for (int i = lane; i < cp; i += 32) {
+  sync();
+  for (int i = t; i < cp; i += nt) {
     uint16_t dec = 0, inv = 0, beta = 0;
     if (i < C) {
       dec = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(s.g2[i]));
@@ -121,6 +129,17 @@ __device__ inline void token_scaled_keys(const KernelArgs& a, long sample, const
     s.inv[i] = inv;
     s.beta[i] = beta;
   }
+}
+
+// Steps 1-3 for per-token gates (SPEC §2 "kernel"), kernel version 1's way:
+// g2 = fp32(g * log2 e) with the product in FP64; G2 summed in FP32 in row
+// order by one lane (the order is the arithmetic); the BF16 decays; kd, ki =
+// bf16(k * decay), each product rounded once, zero in rows C..cp-1; fp16(beta)
+// to s.beta.
+template <class Smem>
+__device__ inline void token_scaled_keys(const KernelArgs& a, long sample, const Smem& s, int cp, int ks, int lane) {
+  const int C = a.chunk, d = a.dim;
+  token_decays(a, sample, s, cp, lane, 32, [] { __syncwarp(); });
   __syncwarp();
   const uint32_t* keys = reinterpret_cast<const uint32_t*>(a.keys + sample * C * size_t(d));
   const int pairs = d / 2;

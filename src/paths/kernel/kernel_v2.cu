@@ -37,7 +37,6 @@ namespace {
 using namespace tiles;
 
 constexpr uint16_t kF16One = 0x3C00;
-constexpr double kLog2e = 1.4426950408889634;  // log2(e), the double nearest
 constexpr int kThreadsMax = 256;               // warps of a block: tasks x CP / 16
 
 // A task's shared memory: G2, the decays, fp16(beta) and the warps' power
@@ -316,28 +315,7 @@ __global__ void __launch_bounds__(kThreadsMax) kernel_path_v2(KernelArgs args, s
     per_channel_scaled_keys(args, sample, s, CP, ks, th, NT);
   } else {
     // Steps 1-2, as v1: one thread sums G2 in row order.
-    if (th == 0) {
-      const double* g = args.g + sample * C;
-      float G2 = 0.0f;
-      for (int i = 0; i < C; ++i) {
-        G2 = __fadd_rn(G2, __double2float_rn(__dmul_rn(g[i], kLog2e)));
-        s.g2[i] = G2;
-      }
-    }
-    task_sync<TW>(bar);
-    for (int i = th; i < CP; i += NT) {
-      uint16_t dec = 0, inv = 0, beta = 0;
-      if (i < C) {
-        dec = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(s.g2[i]));
-        inv = ptx::cvt_rn_bf16(ptx::ex2_approx_ftz(-s.g2[i]));
-        beta = args.beta[sample * C + i];
-        args.decay[sample * C + i] = dec;
-        args.inv_decay[sample * C + i] = inv;
-      }
-      s.decay[i] = dec;
-      s.inv[i] = inv;
-      s.beta[i] = beta;
-    }
+    token_decays(args, sample, s, CP, th, NT, [&] { task_sync<TW>(bar); });
     // Padded rows of the scaled keys are zero.
     for (int e = th; e < (CP - C) * ks / 8; e += NT) {
       reinterpret_cast<uint4*>(s.kd + C * ks)[e] = make_uint4(0, 0, 0, 0);
@@ -381,28 +359,6 @@ __global__ void __launch_bounds__(kThreadsMax) kernel_path_v2(KernelArgs args, s
               powers);
 }
 
-// Tasks a block that keep the most tasks resident on a multiprocessor (the
-// fewest among equals: finer grids, shorter tails). Shared memory limits
-// them: blocks of k tasks take k * task_smem bytes plus what the device
-// reserves per block. Where a task runs does not change what it computes.
-int tasks_per_block(size_t task_smem, int task_warps, int optin) {
-  int dev = 0, sm_bytes = 0, reserved = 0, max_threads = 0, max_blocks = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&max_threads, cudaDevAttrMaxThreadsPerMultiProcessor, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&max_blocks, cudaDevAttrMaxBlocksPerMultiprocessor, dev));
-  const size_t max_tasks = size_t(max_threads) / (32 * size_t(task_warps));
-  int best = 1;
-  size_t best_resident = 0;
-  for (int k = 1; 32 * task_warps * k <= kThreadsMax && size_t(k) * task_smem <= size_t(optin); ++k) {
-    const size_t blocks = std::min<size_t>(size_t(sm_bytes) / (size_t(k) * task_smem + size_t(reserved)), max_blocks);
-    const size_t resident = std::min(blocks * size_t(k), max_tasks);
-    if (resident > best_resident) best = k, best_resident = resident;
-  }
-  return best;
-}
-
 template <int CP>
 void launch(const KernelArgs& a, int tasks, cudaStream_t st) {
   const int optin = detail::allow_optin_smem(reinterpret_cast<const void*>(kernel_path_v2<CP>));
@@ -411,7 +367,7 @@ void launch(const KernelArgs& a, int tasks, cudaStream_t st) {
   if (task_smem > size_t(optin))
     throw UsageError("path kernel: chunk " + std::to_string(CP) + " x dim " + std::to_string(a.dim) +
                      " needs more shared memory than one block has");
-  const int per_block = tasks_per_block(task_smem, Layout<CP>::TW, optin);
+  const int per_block = units_per_block(task_smem, Layout<CP>::TW, kThreadsMax / (32 * Layout<CP>::TW), optin);
   const int blocks = (tasks + per_block - 1) / per_block;
   kernel_path_v2<CP><<<blocks, 32 * Layout<CP>::TW * per_block, per_block * task_smem, st>>>(a, task_smem);
   CUDA_CHECK_LAUNCH();
