@@ -690,31 +690,40 @@ CHUNKINV_HD inline size_t fast_scratch(int C) {
   const size_t a = size_t(packed_size(C)), b = size_t(kChains) * slab_stride(C);
   return a > b ? a : b;
 }
-CHUNKINV_HD inline size_t fast_metrics_smem_doubles(int C) {
-  return size_t(packed_size(C)) + size_t(C) * C + fast_scratch(C) + kChains +
+// with_s1: the exact inverse of I + path L has its C x C block; false
+// where the path's L is the gold L (its exact inverse is the gold inverse,
+// read from there): 32 KB less a block at C = 64, more blocks an SM.
+CHUNKINV_HD inline size_t fast_metrics_smem_doubles(int C, bool with_s1 = true) {
+  return size_t(packed_size(C)) + (with_s1 ? size_t(C) * C : 0) + fast_scratch(C) + kChains +
          (fast_stages_gold(C) ? 2 * size_t(packed_size(C)) : 0);
 }
-CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C) {
+CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C, bool with_s1 = true) {
   FastSmem m;
   m.inv = sm;                             // the path's INV as doubles, lower triangle packed by rows
-  m.s1 = m.inv + packed_size(C);          // the exact inverse of I + path L, C x C
-  m.lp = m.terms = m.s1 + size_t(C) * C;  // the path's L packed (for the solve), then the slabs' terms
+  m.s1 = m.inv + packed_size(C);          // the exact inverse of I + path L, C x C (with_s1)
+  m.lp = m.terms = m.s1 + (with_s1 ? size_t(C) * C : 0);  // the path's L packed (for the solve), then the slabs' terms
   m.acc = m.lp + fast_scratch(C);         // the sums, kChains
   m.gl = m.acc + kChains;                 // the gold L, packed (fast_stages_gold)
   m.gi = m.gl + packed_size(C);           // the gold inverse, packed (fast_stages_gold)
   return m;
 }
 
-// kStaged = fast_stages_gold(C).
+// Whether the path's L is the gold L itself (the gold path's entry).
+CHUNKINV_HD inline bool fast_own_gold_l(const GoldRead& g, const PathOnDevice& p) {
+  return p.l_f64 != nullptr && p.l_f64 == g.gold_l;
+}
+
+// kStaged = fast_stages_gold(C). sm holds fast_metrics_smem_doubles(C,
+// !fast_own_gold_l(g, p)) doubles.
 template <bool kStaged, class Block>
 CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const PathOnDevice& p, double* out, long s,
                                       double* sm, BlockFlags* fl, int* slow) {
   const int C = g.chunk, T = blk.threads, P = packed_size(C), S = slab_size(C), SS = slab_stride(C);
   const size_t csq = size_t(C) * C, at = size_t(s) * csq;
-  const FastSmem m = fast_smem(sm, C);
+  const bool own_gold_l = fast_own_gold_l(g, p);
+  const FastSmem m = fast_smem(sm, C, !own_gold_l);
   const double* gl = g.gold_l + at;
   const double* gi = g.gold_inv + at;
-  const bool own_gold_l = p.l_f64 != nullptr && p.l_f64 == g.gold_l;
   // The gold L's entry (r, c), c <= r, and the gold inverse's (i, j), j <= i (e = i C + j, k packed).
   auto gold_l = [&](int r, int c) { return kStaged ? m.gl[packed_at(r, c)] : gl[size_t(r) * C + c]; };
   auto gold_row = [&](int r) { return kStaged ? m.gl + packed_at(r, 0) : gl + size_t(r) * C; };  // gold_l(r, c) = [c]

@@ -104,13 +104,15 @@ FastCounts fast_counts;  // the fast metrics program's, over the whole test run
 // As metrics_on_device runs them: the fast program, then the full one on the samples it leaves.
 void metrics_on_host(const gpu::GoldRead& g, const gpu::PathOnDevice& p, double* out) {
   using namespace gpu::blocks;
-  std::vector<double> sm(std::max(metrics_smem_doubles(g.chunk), fast_metrics_smem_doubles(g.chunk)), -7.0);
+  // Each program its own shared memory, sized as the device's launch sizes it.
+  std::vector<double> sm(metrics_smem_doubles(g.chunk), -7.0);
+  std::vector<double> fast(fast_metrics_smem_doubles(g.chunk, !fast_own_gold_l(g, p)), -7.0);
   BlockFlags fl{};
   const HostBlock blk{block_threads(g.chunk)};
   std::vector<int> slow(size_t(g.n), -1);
   for (long s = 0; s < g.n; ++s) {
-    if (fast_stages_gold(g.chunk)) metrics_fast_program<true>(blk, g, p, out, s, sm.data(), &fl, slow.data());
-    else metrics_fast_program<false>(blk, g, p, out, s, sm.data(), &fl, slow.data());
+    if (fast_stages_gold(g.chunk)) metrics_fast_program<true>(blk, g, p, out, s, fast.data(), &fl, slow.data());
+    else metrics_fast_program<false>(blk, g, p, out, s, fast.data(), &fl, slow.data());
     if (slow[s]) metrics_program(blk, g, p, out, s, sm.data(), &fl);
     ++(slow[s] ? fast_counts.slow : fast_counts.fast);
   }
