@@ -492,6 +492,12 @@ CHUNKINV_HD inline void residual_product(int C, int T, int t, const double* gl, 
 // first, so that they run side by side.
 CHUNKINV_HD inline int serial_thread(int q, int T) { return (q * 32) % T + (q * 32) / T; }
 
+// Whether the path's L is the gold L itself (the gold path's entry): its
+// exact inverse is then the gold inverse.
+CHUNKINV_HD inline bool path_l_is_gold_l(const GoldRead& g, const PathOnDevice& p) {
+  return p.l_f64 != nullptr && p.l_f64 == g.gold_l;
+}
+
 // evaluate(neumann, gold, path) for sample s into out[s * kNeumannMetricCount ...].
 template <class Block>
 CHUNKINV_HD void metrics_program(const Block& blk, const GoldRead& g, const PathOnDevice& p, double* out, long s,
@@ -504,7 +510,7 @@ CHUNKINV_HD void metrics_program(const Block& blk, const GoldRead& g, const Path
   const double* gl = g.gold_l + at;
   const double* gi = g.gold_inv + at;
   // The gold path's own L is the gold L: its exact inverse is the gold inverse, bit for bit.
-  const bool own_gold_l = p.l_f64 != nullptr && p.l_f64 == g.gold_l;
+  const bool own_gold_l = path_l_is_gold_l(g, p);
 
   blk.each([&](int t) {
     if (t == 0) fl->l_bad = fl->inv_bad = fl->zeros = fl->nonfinite = 0;
@@ -708,26 +714,40 @@ CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C, bool with_s1 = true) {
   return m;
 }
 
-// Whether the path's L is the gold L itself (the gold path's entry).
-CHUNKINV_HD inline bool fast_own_gold_l(const GoldRead& g, const PathOnDevice& p) {
-  return p.l_f64 != nullptr && p.l_f64 == g.gold_l;
-}
+// The gold L and inverse of a sample as the fast programs read them: from
+// their packed copies in shared memory (kStaged) or from device memory.
+template <bool kStaged>
+struct FastGold {
+  int C;
+  const double *gl, *gi;    // C x C, device memory
+  const double *sgl, *sgi;  // packed, shared memory (kStaged)
+  // L's entry (r, c), c <= r; row r (row(r)[c] = l(r, c)); the inverse's
+  // entry (i, j), j <= i, at e = i C + j (device) or k packed (shared).
+  CHUNKINV_HD double l(int r, int c) const { return kStaged ? sgl[packed_at(r, c)] : gl[size_t(r) * C + c]; }
+  CHUNKINV_HD const double* row(int r) const { return kStaged ? sgl + packed_at(r, 0) : gl + size_t(r) * C; }
+  CHUNKINV_HD double inv(size_t e, int k) const { return kStaged ? sgi[k] : gi[e]; }
+  // Entry (i, j), j <= i, k packed, of (I + gold L) X by the fast rules:
+  // X's lower triangle packed in xp; x(k, j) any entry of X, read below
+  // C = 7 only (the coefficient-based order reads above the diagonal).
+  template <class Xf>
+  CHUNKINV_HD double residual(int i, int j, int k, const double* xp, const Xf& x) const {
+    if (3 * C < 20) return fp64::unit_plus_times_lower(C, i, j, 0, [&](int r, int c) { return l(r, c); }, x);
+    return fp64::unit_plus_times_lower_walk(C, i, j, row(i), xp + packed_at(j, j), xp + k, fp64::PackedRowsStep{});
+  }
+};
 
 // kStaged = fast_stages_gold(C). sm holds fast_metrics_smem_doubles(C,
-// !fast_own_gold_l(g, p)) doubles.
+// !path_l_is_gold_l(g, p)) doubles.
 template <bool kStaged, class Block>
 CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const PathOnDevice& p, double* out, long s,
                                       double* sm, BlockFlags* fl, int* slow) {
   const int C = g.chunk, T = blk.threads, P = packed_size(C), S = slab_size(C), SS = slab_stride(C);
   const size_t csq = size_t(C) * C, at = size_t(s) * csq;
-  const bool own_gold_l = fast_own_gold_l(g, p);
+  const bool own_gold_l = path_l_is_gold_l(g, p);
   const FastSmem m = fast_smem(sm, C, !own_gold_l);
   const double* gl = g.gold_l + at;
   const double* gi = g.gold_inv + at;
-  // The gold L's entry (r, c), c <= r, and the gold inverse's (i, j), j <= i (e = i C + j, k packed).
-  auto gold_l = [&](int r, int c) { return kStaged ? m.gl[packed_at(r, c)] : gl[size_t(r) * C + c]; };
-  auto gold_row = [&](int r) { return kStaged ? m.gl + packed_at(r, 0) : gl + size_t(r) * C; };  // gold_l(r, c) = [c]
-  auto gold_inv = [&](size_t e, int k) { return kStaged ? m.gi[k] : gi[e]; };
+  const FastGold<kStaged> gold{C, gl, gi, m.gl, m.gi};
   auto path_l = [&](size_t e) { return p.l_f64 ? p.l_f64[at + e] : fp64::fp16_value(p.l_fp16[at + e]); };
 
   blk.each([&](int t) {
@@ -773,7 +793,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
       bool s2_bad = false;
       slab_entries(k0, len, T, t, [&](int k, int i, int j) {
         const size_t e = size_t(i) * C + j;
-        const double gle = gold_l(i, j), gie = gold_inv(e, k), inv = m.inv[k];
+        const double gle = gold.l(i, j), gie = gold.inv(e, k), inv = m.inv[k];
         double* q = m.terms + (k - k0);
         double d;
         if (l_ok) {  // l_rel_rmse
@@ -798,9 +818,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
           q[8 * SS] = gie * gie;
         }
         if (inv_ok) {  // inverse_residual: (I + gold L) * INV against I
-          const double r = 3 * C < 20 ? fp64::unit_plus_times_lower(C, i, j, 0, gold_l, inv_kj)
-                                      : fp64::unit_plus_times_lower_walk(C, i, j, gold_row(i), m.inv + packed_at(j, j),
-                                                                         m.inv + k, fp64::PackedRowsStep{});
+          const double r = gold.residual(i, j, k, m.inv, inv_kj);
           s2_bad |= !std::isfinite(r);
           const double y = i == j ? 1.0 : 0.0;
           d = r - y;
@@ -897,9 +915,7 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
   const PairSmem m = pair_smem(sm, C);
   const double* gl = g.gold_l + at;
   const double* gi = g.gold_inv + at;
-  auto gold_l = [&](int r, int c) { return kStaged ? m.gl[packed_at(r, c)] : gl[size_t(r) * C + c]; };
-  auto gold_row = [&](int r) { return kStaged ? m.gl + packed_at(r, 0) : gl + size_t(r) * C; };  // gold_l(r, c) = [c]
-  auto gold_inv = [&](size_t e, int k) { return kStaged ? m.gi[k] : gi[e]; };
+  const FastGold<kStaged> gold{C, gl, gi, m.gl, m.gi};
   auto kernel_l = [&](size_t e) { return pk.l_f64 ? pk.l_f64[at + e] : fp64::fp16_value(pk.l_fp16[at + e]); };
 
   blk.each([&](int t) {
@@ -952,7 +968,7 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
       int s2_bad = 0;
       slab_entries(k0, len, T, t, [&](int k, int i, int j) {
         const size_t e = size_t(i) * C + j;
-        const double gle = gold_l(i, j), gie = gold_inv(e, k), inv = m.inv[k], run = m.run[k];
+        const double gle = gold.l(i, j), gie = gold.inv(e, k), inv = m.inv[k], run = m.run[k];
         double* q = m.terms + (k - k0);
         double d;
         if (l_ok) {
@@ -977,17 +993,13 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
         }
         const double y = i == j ? 1.0 : 0.0;
         if (k_res) {  // (I + gold L) * kernel INV against I
-          const double r = 3 * C < 20 ? fp64::unit_plus_times_lower(C, i, j, 0, gold_l, inv_kj)
-                                      : fp64::unit_plus_times_lower_walk(C, i, j, gold_row(i), m.inv + packed_at(j, j),
-                                                                         m.inv + k, fp64::PackedRowsStep{});
+          const double r = gold.residual(i, j, k, m.inv, inv_kj);
           if (!std::isfinite(r)) s2_bad |= kS2Kernel;
           d = r - y;
           q[kKResErr * SS] = d * d;
         }
         if (g_res) {  // (I + gold L) * run against I
-          const double r = 3 * C < 20 ? fp64::unit_plus_times_lower(C, i, j, 0, gold_l, run_kj)
-                                      : fp64::unit_plus_times_lower_walk(C, i, j, gold_row(i), m.run + packed_at(j, j),
-                                                                         m.run + k, fp64::PackedRowsStep{});
+          const double r = gold.residual(i, j, k, m.run, run_kj);
           if (!std::isfinite(r)) s2_bad |= kS2Gold;
           d = r - y;
           q[kGResErr * SS] = d * d;

@@ -106,7 +106,7 @@ void metrics_on_host(const gpu::GoldRead& g, const gpu::PathOnDevice& p, double*
   using namespace gpu::blocks;
   // Each program its own shared memory, sized as the device's launch sizes it.
   std::vector<double> sm(metrics_smem_doubles(g.chunk), -7.0);
-  std::vector<double> fast(fast_metrics_smem_doubles(g.chunk, !fast_own_gold_l(g, p)), -7.0);
+  std::vector<double> fast(fast_metrics_smem_doubles(g.chunk, !path_l_is_gold_l(g, p)), -7.0);
   BlockFlags fl{};
   const HostBlock blk{block_threads(g.chunk)};
   std::vector<int> slow(size_t(g.n), -1);
