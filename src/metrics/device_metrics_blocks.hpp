@@ -684,6 +684,19 @@ CHUNKINV_HD void stage_entries(const Block& blk, int C, int t, const PathL& path
   if (upper) blk.set_bits(&fl->upper, upper);
 }
 
+// Column c of the exact inverse of I + L (L finite, its lower triangle
+// packed in lp) into s1, lower triangle packed by rows. The solve starts at
+// row c & ~31 (a warp's threads walk the same (i, j)), and its rows above c
+// are +0 on a finite L (fp64_order.hpp: the products x_j a_ij of the zero
+// head add +-0 to sums that never hold -0, and x_i = 0.0 - those sums), so
+// they go to one scratch double, which holds +0 whenever it is read.
+CHUNKINV_HD inline void solve_column_packed(int C, int c, const double* lp, double* s1) {
+  double above = 0.0;
+  fp64::unit_lower_solve_column(
+      C, c, c & ~31, [&](int i, int j) { return lp[packed_at(i, j)]; },
+      [&](int i) -> double& { return i >= c ? s1[packed_at(i, c)] : above; });
+}
+
 // Up to C = 16 the fast program also keeps the gold L and the gold inverse
 // in shared memory (packed), for the residual's products and the terms.
 // Above, the blocks an SM holds would drop by a third (C = 32, run 39 on
@@ -696,18 +709,18 @@ CHUNKINV_HD inline size_t fast_scratch(int C) {
   const size_t a = size_t(packed_size(C)), b = size_t(kChains) * slab_stride(C);
   return a > b ? a : b;
 }
-// with_s1: the exact inverse of I + path L has its C x C block; false
-// where the path's L is the gold L (its exact inverse is the gold inverse,
-// read from there): 32 KB less a block at C = 64, more blocks an SM.
+// with_s1: the exact inverse of I + path L has its lower triangle, packed
+// (solve_column_packed); false where the path's L is the gold L (its exact
+// inverse is the gold inverse, read from there).
 CHUNKINV_HD inline size_t fast_metrics_smem_doubles(int C, bool with_s1 = true) {
-  return size_t(packed_size(C)) + (with_s1 ? size_t(C) * C : 0) + fast_scratch(C) + kChains +
+  return size_t(packed_size(C)) + (with_s1 ? size_t(packed_size(C)) : 0) + fast_scratch(C) + kChains +
          (fast_stages_gold(C) ? 2 * size_t(packed_size(C)) : 0);
 }
 CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C, bool with_s1 = true) {
   FastSmem m;
   m.inv = sm;                             // the path's INV as doubles, lower triangle packed by rows
-  m.s1 = m.inv + packed_size(C);          // the exact inverse of I + path L, C x C (with_s1)
-  m.lp = m.terms = m.s1 + (with_s1 ? size_t(C) * C : 0);  // the path's L packed (for the solve), then the slabs' terms
+  m.s1 = m.inv + packed_size(C);          // the exact inverse of I + path L, packed (with_s1)
+  m.lp = m.terms = m.s1 + (with_s1 ? packed_size(C) : 0);  // the path's L packed (for the solve), then the slabs' terms
   m.acc = m.lp + fast_scratch(C);         // the sums, kChains
   m.gl = m.acc + kChains;                 // the gold L, packed (fast_stages_gold)
   m.gi = m.gl + packed_size(C);           // the gold inverse, packed (fast_stages_gold)
@@ -777,10 +790,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   blk.each([&](int t) {  // unit_lower_inverse(path L), as metrics_program
     if (t == 0) slow[s] = 0;
     if (!method || own_gold_l) return;
-    for (int c = t; c < C; c += T)
-      fp64::unit_lower_solve_column(
-          C, c, c & ~31, [&](int i, int j) { return m.lp[packed_at(i, j)]; },
-          [&](int i) -> double& { return m.s1[size_t(i) * C + c]; });
+    for (int c = t; c < C; c += T) solve_column_packed(C, c, m.lp, m.s1);
   });
 
   // B = INV for the residual's product: entry (k, j), k >= j, from the packed
@@ -807,7 +817,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
           q[6 * SS] = gie * gie;
         }
         if (method) {  // inv_method_only_rel_rmse
-          const double x = own_gold_l ? gie : m.s1[e];
+          const double x = own_gold_l ? gie : m.s1[k];
           d = inv - x;
           q[2 * SS] = d * d;
           q[7 * SS] = x * x;
@@ -881,15 +891,15 @@ CHUNKINV_HD inline size_t pair_scratch(int C) {
   return a > b ? a : b;
 }
 CHUNKINV_HD inline size_t pair_metrics_smem_doubles(int C) {
-  return 2 * size_t(packed_size(C)) + size_t(C) * C + pair_scratch(C) + kPairSums +
+  return 3 * size_t(packed_size(C)) + pair_scratch(C) + kPairSums +
          (fast_stages_gold(C) ? 2 * size_t(packed_size(C)) : 0);
 }
 CHUNKINV_HD inline PairSmem pair_smem(double* sm, int C) {
   PairSmem m;
   m.inv = sm;                             // the kernel's INV as doubles, packed
   m.run = m.inv + packed_size(C);         // the run on the gold L as doubles, packed
-  m.s1 = m.run + packed_size(C);          // the exact inverse of I + kernel L, C x C
-  m.lp = m.terms = m.s1 + size_t(C) * C;  // the kernel's L packed (for the solve), then the slabs' terms
+  m.s1 = m.run + packed_size(C);          // the exact inverse of I + kernel L, packed
+  m.lp = m.terms = m.s1 + packed_size(C);  // the kernel's L packed (for the solve), then the slabs' terms
   m.acc = m.lp + pair_scratch(C);         // the sums, kPairSums
   m.gl = m.acc + kPairSums;               // the gold L, packed (fast_stages_gold)
   m.gi = m.gl + packed_size(C);           // the gold inverse, packed (fast_stages_gold)
@@ -952,10 +962,7 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
   if (!k_fast && !g_fast) return;
   blk.each([&](int t) {  // unit_lower_inverse(kernel L), as metrics_program
     if (!k_fast || !method) return;
-    for (int c = t; c < C; c += T)
-      fp64::unit_lower_solve_column(
-          C, c, c & ~31, [&](int i, int j) { return m.lp[packed_at(i, j)]; },
-          [&](int i) -> double& { return m.s1[size_t(i) * C + c]; });
+    for (int c = t; c < C; c += T) solve_column_packed(C, c, m.lp, m.s1);
   });
 
   // B for the residuals: the packed copies; below C = 7 the entries above the diagonal from the FP16 bits.
@@ -982,7 +989,7 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
           q[kKinvErr * SS] = d * d;
         }
         if (method) {
-          const double x = m.s1[e];
+          const double x = m.s1[k];
           d = inv - x;
           q[kMethodErr * SS] = d * d;
           q[kS1Ref * SS] = x * x;
