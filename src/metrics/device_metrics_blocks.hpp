@@ -705,23 +705,35 @@ CHUNKINV_HD inline bool fast_stages_gold(int C) { return C <= 16; }
 struct FastSmem {
   double *inv, *s1, *lp, *terms, *acc, *gl, *gi;
 };
-CHUNKINV_HD inline size_t fast_scratch(int C) {
-  const size_t a = size_t(packed_size(C)), b = size_t(kChains) * slab_stride(C);
+// The fast program's slabs: slab_size(C), but 128 entries above C = 32
+// where the path's L is the gold L. That program keeps neither the exact
+// inverse of its L nor its L packed for the solve, so its slabs' terms are
+// what its scratch holds: 26.5 instead of 37.3 KB a block at C = 64 (run 52:
+// 121.3 -> 110.9 ns a sample; the kernel path's entry, held at four blocks
+// an SM by its other blocks, went 93.9 -> 97.4 with the smaller slabs).
+CHUNKINV_HD inline int fast_slab_size(int C, bool with_s1) {
+  const int s = slab_size(C);
+  return !with_s1 && s > 128 ? 128 : s;
+}
+CHUNKINV_HD inline int fast_slab_stride(int C, bool with_s1) { return fast_slab_size(C, with_s1) | 1; }
+// The path's L packed (for the solve; with_s1 only), then the slabs' terms.
+CHUNKINV_HD inline size_t fast_scratch(int C, bool with_s1) {
+  const size_t a = with_s1 ? size_t(packed_size(C)) : 0, b = size_t(kChains) * fast_slab_stride(C, with_s1);
   return a > b ? a : b;
 }
 // with_s1: the exact inverse of I + path L has its lower triangle, packed
 // (solve_column_packed); false where the path's L is the gold L (its exact
 // inverse is the gold inverse, read from there).
 CHUNKINV_HD inline size_t fast_metrics_smem_doubles(int C, bool with_s1 = true) {
-  return size_t(packed_size(C)) + (with_s1 ? size_t(packed_size(C)) : 0) + fast_scratch(C) + kChains +
+  return size_t(packed_size(C)) + (with_s1 ? size_t(packed_size(C)) : 0) + fast_scratch(C, with_s1) + kChains +
          (fast_stages_gold(C) ? 2 * size_t(packed_size(C)) : 0);
 }
 CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C, bool with_s1 = true) {
   FastSmem m;
   m.inv = sm;                             // the path's INV as doubles, lower triangle packed by rows
   m.s1 = m.inv + packed_size(C);          // the exact inverse of I + path L, packed (with_s1)
-  m.lp = m.terms = m.s1 + (with_s1 ? packed_size(C) : 0);  // the path's L packed (for the solve), then the slabs' terms
-  m.acc = m.lp + fast_scratch(C);         // the sums, kChains
+  m.lp = m.terms = m.s1 + (with_s1 ? packed_size(C) : 0);  // the path's L packed (for the solve, with_s1), then the slabs' terms
+  m.acc = m.lp + fast_scratch(C, with_s1);  // the sums, kChains
   m.gl = m.acc + kChains;                 // the gold L, packed (fast_stages_gold)
   m.gi = m.gl + packed_size(C);           // the gold inverse, packed (fast_stages_gold)
   return m;
@@ -754,9 +766,10 @@ struct FastGold {
 template <bool kStaged, class Block>
 CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const PathOnDevice& p, double* out, long s,
                                       double* sm, BlockFlags* fl, int* slow) {
-  const int C = g.chunk, T = blk.threads, P = packed_size(C), S = slab_size(C), SS = slab_stride(C);
-  const size_t csq = size_t(C) * C, at = size_t(s) * csq;
+  const size_t csq = size_t(g.chunk) * g.chunk, at = size_t(s) * csq;
   const bool own_gold_l = path_l_is_gold_l(g, p);
+  const int C = g.chunk, T = blk.threads, P = packed_size(C), S = fast_slab_size(C, !own_gold_l),
+            SS = fast_slab_stride(C, !own_gold_l);
   const FastSmem m = fast_smem(sm, C, !own_gold_l);
   const double* gl = g.gold_l + at;
   const double* gi = g.gold_inv + at;
@@ -771,7 +784,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
     count_decays(blk, p, s, t, fl);
     stage_entries(blk, C, t, path_l, gl, gi, p.inv + at, p.gold_l_inv ? p.gold_l_inv + at : nullptr, fl,
                   [&](int k, double l, double gle, double gie, uint16_t ib, uint16_t) {
-                    m.lp[k] = l;
+                    if (!own_gold_l) m.lp[k] = l;  // for the solve
                     m.inv[k] = fp64::fp16_value(ib);
                     if (kStaged) {
                       m.gl[k] = gle;
