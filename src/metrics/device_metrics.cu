@@ -85,11 +85,11 @@ __device__ inline void leave_if_slow(const Left& left, long s) {
 }
 constexpr int kSlowGrid = 1024;  // blocks of a full-program kernel: the left samples are few
 
-template <int kMaxTiles, bool kChannel>
+template <int kMaxTiles, bool kChannel, bool kColumns>
 __global__ void gold_kernel(GoldOnDevice a, Left left) {
   const Smem m = carve();
   const long s = long(blockIdx.x);
-  blocks::gold_program<kMaxTiles, kChannel>(DeviceBlock{int(blockDim.x)}, a, s, m.sm, m.fl, left.flags);
+  blocks::gold_program<kMaxTiles, kChannel, kColumns>(DeviceBlock{int(blockDim.x)}, a, s, m.sm, m.fl, left.flags);
   if (a.reference) leave_if_slow(left, s);
 }
 
@@ -134,10 +134,13 @@ __global__ void reference_kernel(GoldRead g, double* out, Left left) {
 }
 
 // Dynamic shared memory beyond 48 KB needs the kernel's opt-in, given once
-// per kernel and device (gpu/device.cu).
+// per kernel and device (gpu/device.cu); from 32 KB on it is asked for too,
+// for its preference of the largest carveout: where a few blocks an SM
+// share it (the gold at C = 64: 44.9 KB a block, five in 228 KB), a smaller
+// carveout would hold one block less.
 template <class Kernel, class... Args>
 void launch(Kernel kernel, int n, int threads, size_t smem, cudaStream_t stream, const Args&... args) {
-  if (smem > 48 * 1024) detail::allow_optin_smem(reinterpret_cast<const void*>(kernel));
+  if (smem > 32 * 1024) detail::allow_optin_smem(reinterpret_cast<const void*>(kernel));
   kernel<<<n, threads, smem, stream>>>(args...);
   CUDA_CHECK_LAUNCH();
 }
@@ -175,13 +178,13 @@ template <bool kChannel>
 void launch_gold(const GoldOnDevice& a, const Left& left, cudaStream_t stream) {
   const int C = a.chunk, threads = blocks::block_threads(C);
   const size_t smem = blocks::kFlagsBytes + blocks::gold_smem_doubles(C, kChannel) * 8;
-  switch (blocks::tiles_per_thread(C)) {
-    case 1: return launch(gold_kernel<1, kChannel>, a.n, threads, smem, stream, a, left);
-    case 2: return launch(gold_kernel<2, kChannel>, a.n, threads, smem, stream, a, left);
-    case 3: return launch(gold_kernel<3, kChannel>, a.n, threads, smem, stream, a, left);
-    case 4: return launch(gold_kernel<4, kChannel>, a.n, threads, smem, stream, a, left);
-    default: throw std::logic_error("gold_on_device: more pair tiles per thread than instantiated");
-  }
+  const int tiles = blocks::tiles_per_thread(C);
+  if (!blocks::gold_columns(C) && tiles == 1) return launch(gold_kernel<1, kChannel, false>, a.n, threads, smem, stream, a, left);
+  if (!blocks::gold_columns(C) && tiles == 2) return launch(gold_kernel<2, kChannel, false>, a.n, threads, smem, stream, a, left);
+  if (blocks::gold_columns(C) && tiles == 2) return launch(gold_kernel<2, kChannel, true>, a.n, threads, smem, stream, a, left);
+  if (blocks::gold_columns(C) && tiles == 3) return launch(gold_kernel<3, kChannel, true>, a.n, threads, smem, stream, a, left);
+  if (blocks::gold_columns(C) && tiles == 4) return launch(gold_kernel<4, kChannel, true>, a.n, threads, smem, stream, a, left);
+  throw std::logic_error("gold_on_device: a shape of pair tiles and X not instantiated");
 }
 
 }  // namespace

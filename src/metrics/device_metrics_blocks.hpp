@@ -90,6 +90,13 @@ CHUNKINV_HD inline int slab_size(int C) {
   return packed_size(C) < s ? packed_size(C) : s;
 }
 CHUNKINV_HD inline int slab_stride(int C) { return slab_size(C) | 1; }  // odd: the sums' threads read different banks
+// The reference's two sums (residual_sums) take slabs of 128 above C = 32,
+// one entry a thread of the gold's block, whose shared memory then lets
+// five blocks an SM at C = 64.
+CHUNKINV_HD inline int reference_slab_size(int C) {
+  return C > 32 ? (packed_size(C) < 128 ? packed_size(C) : 128) : slab_size(C);
+}
+CHUNKINV_HD inline int reference_slab_stride(int C) { return reference_slab_size(C) | 1; }
 
 // a + q[0] + q[1] + ... + q[len - 1], added in that order: one sum's slab.
 CHUNKINV_HD inline double add_terms(double a, const double* q, int len) {
@@ -128,33 +135,53 @@ CHUNKINV_HD inline void matrix_entries(int C, int T, int t, const F& f) {
   }
 }
 
+// The gold's X (its inverse): C x C, row-major, up to C = 32; above, on a
+// finite L (gold_columns), column by column: column c holds rows
+// x_first(c) = c & ~31 (the solve's first row, fp64_order.hpp; the rows
+// above it are +0 and not kept) to C - 1, in x_len(C, c) doubles from
+// x_col(C, c) on, odd so that a warp's threads, one a column, read
+// different banks: 3,136 doubles at C = 64 instead of 4,096, five blocks an
+// SM instead of four (run 55: the gold 282.9 -> 258.8 ns a sample). At
+// C = 16 and 32 the columns measured slower (15.4 -> 16.8, 56.7 -> 59.8 ns),
+// and save nothing: the staged keys take as much of that space.
+CHUNKINV_HD inline bool gold_columns(int C) { return C > 32; }
+CHUNKINV_HD inline int x_first(int c) { return c & ~31; }
+CHUNKINV_HD inline int x_len(int C, int c) { return (C - x_first(c)) | 1; }
+CHUNKINV_HD inline int x_col(int C, int c) {
+  int base = 0;
+  for (int b = 0; b < (c >> 5); ++b) base += 32 * ((C - 32 * b) | 1);
+  return base + (c & 31) * x_len(C, c);
+}
+CHUNKINV_HD inline size_t x_doubles(int C) { return size_t(x_col(C, C - 1)) + size_t(x_len(C, C - 1)); }
+
 // The gold's shared memory (doubles): L's lower triangle packed, then X
-// (the inverse) sharing its space with the staged keys and cumulated
-// gates, then cum and beta, then the reference's slab of terms and sums.
+// sharing its space with the staged keys and cumulated gates, then cum and
+// beta, then the reference's slab of terms and sums.
 struct GoldSmem {
   double *L, *X, *keyt, *cumt, *cum, *beta, *terms, *acc;
 };
-CHUNKINV_HD inline size_t reference_slab_doubles(int C) { return 2 * size_t(slab_stride(C)) + 2; }
+CHUNKINV_HD inline size_t reference_slab_doubles(int C) { return 2 * size_t(reference_slab_stride(C)) + 2; }
 CHUNKINV_HD inline size_t gold_staging(int C, bool channel) {
   return size_t(kKeyTile) * 2 * tile_rows(C) * (channel ? 2 : 1);
 }
 // L's space rounded up to an even count: the staged keys start 16-byte
 // aligned, for the dot products' paired loads.
 CHUNKINV_HD inline size_t gold_l_doubles(int C) { return (size_t(packed_size(C)) + 1) & ~size_t(1); }
+CHUNKINV_HD inline size_t gold_x_doubles(int C) { return gold_columns(C) ? x_doubles(C) : size_t(C) * C; }
 CHUNKINV_HD inline size_t gold_smem_doubles(int C, bool channel) {
-  const size_t csq = size_t(C) * C, staging = gold_staging(C, channel);
-  return gold_l_doubles(C) + (csq > staging ? csq : staging) + 2 * size_t(C) + reference_slab_doubles(C);
+  const size_t x = gold_x_doubles(C), staging = gold_staging(C, channel);
+  return gold_l_doubles(C) + (x > staging ? x : staging) + 2 * size_t(C) + reference_slab_doubles(C);
 }
 CHUNKINV_HD inline GoldSmem gold_smem(double* sm, int C, bool channel) {
-  const size_t csq = size_t(C) * C, staging = gold_staging(C, channel);
+  const size_t x = gold_x_doubles(C), staging = gold_staging(C, channel);
   GoldSmem m;
   m.L = sm;
   m.X = m.keyt = sm + gold_l_doubles(C);
   m.cumt = m.keyt + size_t(kKeyTile) * 2 * tile_rows(C);
-  m.cum = m.X + (csq > staging ? csq : staging);
+  m.cum = m.X + (x > staging ? x : staging);
   m.beta = m.cum + C;
   m.terms = m.beta + C;
-  m.acc = m.terms + 2 * slab_stride(C);
+  m.acc = m.terms + 2 * reference_slab_stride(C);
   return m;
 }
 CHUNKINV_HD inline size_t metrics_smem_doubles(int C) { return 3 * size_t(C) * C; }
@@ -198,7 +225,7 @@ CHUNKINV_HD inline void load_8(const uint16_t* p, uint16_t (&v)[8]) {
 template <class Block, class Lf, class Xf, class Walk>
 CHUNKINV_HD void residual_sums(const Block& blk, int C, const Lf& l, const Xf& x, const Walk& walk, double* terms,
                                double* acc, BlockFlags* fl) {
-  const int P = packed_size(C), S = slab_size(C), SS = slab_stride(C), T = blk.threads;
+  const int P = packed_size(C), S = reference_slab_size(C), SS = reference_slab_stride(C), T = blk.threads;
   for (int k0 = 0; k0 < P; k0 += S) {
     const int len = P - k0 < S ? P - k0 : S;
     blk.each([&](int t) {
@@ -238,7 +265,7 @@ CHUNKINV_HD inline void write_reference_fast(double* o, int C, const BlockFlags*
 // evaluate_reference by the fast rules, from L and X in shared memory; a
 // sample they do not cover (a non-finite L, or X not zero above its
 // diagonal) gets slow[s] = 1 and is left to reference_program.
-template <int kMaxTiles, bool kChannel, class Block>
+template <int kMaxTiles, bool kChannel, bool kColumns, class Block>
 CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, double* sm, BlockFlags* fl,
                               int* slow) {
   const int C = a.chunk, d = a.dim, T = blk.threads;
@@ -386,18 +413,36 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
       if (a.gold_l_fp16) a.gold_l_fp16[size_t(s) * csq + e] = fp16_bits_rn(v);
     });
     const bool finite = fl->l_bad == 0;
-    for (int c = t; c < C; c += T)
-      fp64::unit_lower_solve_column(
-          C, c, finite ? (c & ~31) : 0, [&](int i, int j) { return m.L[packed_at(i, j)]; },
-          [&](int i) -> double& { return m.X[size_t(i) * C + c]; });
+    auto l = [&](int i, int j) { return m.L[packed_at(i, j)]; };
+    for (int c = t; c < C; c += T) {
+      if constexpr (!kColumns) {
+        fp64::unit_lower_solve_column(C, c, finite ? (c & ~31) : 0, l,
+                                      [&](int i) -> double& { return m.X[size_t(i) * C + c]; });
+      } else if (finite) {  // X's rows from x_first(c)
+        double* col = m.X + x_col(C, c) - x_first(c);
+        fp64::unit_lower_solve_column_from(C, c, x_first(c), l, [&](int i) -> double& { return col[i]; });
+      } else {  // Eigen's order from row 0 (inf and NaN can reach every row), straight into device memory
+        double* col = a.gold_inv + size_t(s) * csq + c;
+        fp64::unit_lower_solve_column(C, c, 0, l, [&](int i) -> double& { return col[size_t(i) * C]; });
+      }
+    }
   });
 
   blk.each([&](int t) {
+    const bool finite = fl->l_bad == 0;
     bool inv_bad = false, upper = false;
     uint64_t max_bits = 0;  // of |entry|: max over non-negative doubles is the max of their bits
     matrix_entries(C, T, t, [&](int e, int i, int j) {
-      const double v = m.X[e];
-      a.gold_inv[size_t(s) * csq + e] = v;
+      double v;
+      if (!kColumns) {
+        v = m.X[e];
+        a.gold_inv[size_t(s) * csq + e] = v;
+      } else if (finite) {  // +0 above column j's first row
+        v = i >= x_first(j) ? m.X[x_col(C, j) + i - x_first(j)] : 0.0;
+        a.gold_inv[size_t(s) * csq + e] = v;
+      } else {  // the solve's own writes, before this phase
+        v = a.gold_inv[size_t(s) * csq + e];
+      }
       if (!a.reference) return;
       if (!std::isfinite(v)) inv_bad = true;
       else if (const uint64_t b = hd::bits(std::fabs(v)); b > max_bits) max_bits = b;
@@ -414,14 +459,26 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
     });
     return;
   }
-  if (fl->inv_bad == 0)
+  auto l = [&](int i, int k) { return m.L[packed_at(i, k)]; };
+  if (fl->inv_bad != 0) {
+  } else if constexpr (!kColumns) {
     residual_sums(
-        blk, C, [&](int i, int k) { return m.L[packed_at(i, k)]; }, [&](int k, int j) { return m.X[size_t(k) * C + j]; },
+        blk, C, l, [&](int k, int j) { return m.X[size_t(k) * C + j]; },
         [&](int i, int j) {
           return fp64::unit_plus_times_lower_walk(C, i, j, m.L + packed_at(i, 0), m.X + size_t(j) * C + j,
                                                   m.X + size_t(i) * C + j, fp64::StrideStep{C});
         },
         m.terms, m.acc, fl);
+  } else {  // C > 32: no entry of X is read above the diagonal
+    residual_sums(
+        blk, C, l, [&](int k, int j) { return m.X[x_col(C, j) + k - x_first(j)]; },
+        [&](int i, int j) {
+          const double* xc = m.X + x_col(C, j) - x_first(j);  // column j, its rows j..i in order
+          return fp64::unit_plus_times_lower_walk(C, i, j, m.L + packed_at(i, 0), xc + j, xc + i,
+                                                  fp64::StrideStep{1});
+        },
+        m.terms, m.acc, fl);
+  }
   blk.each([&](int t) {
     if (t != 0) return;
     slow[s] = 0;
@@ -1069,13 +1126,13 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
 // is set, for reference_program). Shared memory: the gold inverse packed,
 // then a slab of the residual's two sums' terms, then the sums.
 CHUNKINV_HD inline size_t fast_reference_smem_doubles(int C) {
-  return size_t(packed_size(C)) + 2 * size_t(slab_stride(C)) + 2;
+  return size_t(packed_size(C)) + reference_slab_doubles(C);
 }
 
 template <class Block>
 CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, double* out, long s, double* sm,
                                         BlockFlags* fl, int* slow) {
-  const int C = g.chunk, T = blk.threads, P = packed_size(C), SS = slab_stride(C);
+  const int C = g.chunk, T = blk.threads, P = packed_size(C), SS = reference_slab_stride(C);
   const size_t csq = size_t(C) * C, at = size_t(s) * csq;
   double* const X = sm;                  // the gold inverse, packed
   double* const terms = X + P;           // 2 x SS

@@ -40,9 +40,10 @@ CHUNKINV_HD inline double min0(double x) { return (0.0 < x) ? 0.0 : x; }
 // their products are zeros that change no bit of the result (the sums never
 // hold -0, so adding +-0 to them is exact). first = 0 is Eigen's order on
 // any L, inf and NaN included; first > 0 needs every entry of L finite.
+// unit_lower_solve_column_from: the same without the rows above `first`
+// (neither written nor read), for a caller that stores only rows >= first.
 template <class L, class X>
-CHUNKINV_HD inline void unit_lower_solve_column(int C, int c, int first, const L& l, const X& x) {
-  for (int i = 0; i < first; ++i) x(i) = 0.0;
+CHUNKINV_HD inline void unit_lower_solve_column_from(int C, int c, int first, const L& l, const X& x) {
   for (int i = first; i < C; ++i) {
     double xi = (i == c) ? 1.0 : 0.0;
     const int p = i & ~3;
@@ -63,6 +64,11 @@ CHUNKINV_HD inline void unit_lower_solve_column(int C, int c, int first, const L
     for (int j = p > first ? p : first; j < i; ++j) xi -= x(j) * (0.0 + l(i, j));
     x(i) = xi;
   }
+}
+template <class L, class X>
+CHUNKINV_HD inline void unit_lower_solve_column(int C, int c, int first, const L& l, const X& x) {
+  for (int i = 0; i < first; ++i) x(i) = 0.0;
+  unit_lower_solve_column_from(C, c, first, l, x);
 }
 
 // Entry (i, j) of (I + L) * B as `(Mat::Identity(C, C) + L) * B` forms it
