@@ -84,7 +84,9 @@ CHUNKINV_HD inline int packed_at(int i, int j) { return i * (i + 1) / 2 + j; }
 // Entries of a slab: one a thread up to C = 16, 64 up to C = 32, so that a
 // block's shared memory stays small and more blocks share a multiprocessor
 // (the programs wait on latency, not on bandwidth); 256 above, where the
-// path's packed L needs as much of the same space anyway.
+// path's packed L needs as much of the same space anyway (the gold's
+// reference and the gold path's fast metrics, which keep no such L, take
+// 128 there: reference_slab_size, fast_slab_size).
 CHUNKINV_HD inline int slab_size(int C) {
   const int s = C <= 16 ? 32 : C <= 32 ? 64 : 256;
   return packed_size(C) < s ? packed_size(C) : s;
