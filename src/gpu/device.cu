@@ -85,9 +85,10 @@ int allow_optin_smem(const void* kernel) {
   if (done.insert({kernel, dev}).second) {
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v);
     // The whole unified L1 as shared memory preferred: the driver's own
-    // choice left the kernel path at C = 64 a 200 KB carveout, four blocks
-    // an SM where five would fit (run 44); with the preference the launch
-    // still ran at four (24.6% of the warps active, run 46).
+    // choice left the kernel path at C = 64 a 200 KB carveout (run 44;
+    // with the preference it still ran at four blocks an SM, its fifth not
+    // fitting, run 46). The gold at C = 64 (44.9 KB a block) runs at five
+    // with it (runs 55, 56).
     if (e == cudaSuccess)
       e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (e != cudaSuccess) done.erase({kernel, dev});
