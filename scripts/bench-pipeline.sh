@@ -2,8 +2,12 @@
 # The end-to-end rate of `chunkinv run` on the GPU pipeline against the
 # PyTorch peer a user would write instead (../shared/peers/torch_vectorized.py
 # of the project, or PEER=path), measured side by side in one call on one
-# machine: model_like, d = 128, paths gold and kernel, every metric, sketch
-# statistics; C = 16, 32, 64. Each run's wall time and peak resident memory
+# machine: model_like, d = 128, sketch statistics, C = 16, 32, 64, each in
+# three ways: paths gold and kernel with every metric (rows c16, c32, c64);
+# the kernel path alone with every metric (c16-kernel, ...); and the
+# kernel path with the peer's own metrics, its error against the gold and
+# whether it is finite (--metrics inv_total_rel_rmse,inv_finite: c16-peer,
+# ...), the peer's work. Each run's wall time and peak resident memory
 # come from /usr/bin/time; the rate is samples / wall time, start-up and the
 # report's writing included. Then the memory check: 10^6 and MEMORY_SAMPLES
 # (default 10^9) samples at C = 16, their peaks side by side.
@@ -22,18 +26,19 @@ mkdir -p "$OUT"
 ROWS="$OUT/bench-pipeline.rows"
 : > "$ROWS"
 
-# measure NAME SAMPLES CHUNK: one run, a JSON row of its figures.
+# measure NAME SAMPLES CHUNK [PATHS [METRICS]]: one run, a JSON row of its figures.
 measure() {
-  local name="$1" n="$2" c="$3" t="$OUT/time-$1.txt"
+  local name="$1" n="$2" c="$3" paths="${4:-gold,kernel}" metrics="${5:-}" t="$OUT/time-$1.txt"
   /usr/bin/time -f '%e %M' -o "$t" "$B/chunkinv" run -a family=model_like -a chunk="$c" -a dim=128 \
-    --samples "$n" --paths gold,kernel --quantiles sketch --pipeline device -q -o "$OUT/run-$name.json"
+    --samples "$n" --paths "$paths" ${metrics:+--metrics "$metrics"} --quantiles sketch --pipeline device -q \
+    -o "$OUT/run-$name.json"
   local rc=$?
   read -r wall rss < "$t"
-  python3 - "$name" "$n" "$c" "$wall" "$rss" "$rc" "$OUT/run-$name.json" >> "$ROWS" <<'EOF'
+  python3 - "$name" "$n" "$c" "$wall" "$rss" "$rc" "$OUT/run-$name.json" "$paths" "$metrics" >> "$ROWS" <<'EOF'
 import json, sys
-name, n, c, wall, rss, rc, report = sys.argv[1:]
-row = {"name": name, "samples": int(n), "chunk": int(c), "wall_s": float(wall), "peak_rss_mib": int(rss) / 1024,
-       "exit": int(rc), "samples_per_s": int(n) / float(wall)}
+name, n, c, wall, rss, rc, report, paths, metrics = sys.argv[1:]
+row = {"name": name, "samples": int(n), "chunk": int(c), "paths": paths, "metrics": metrics or "every one",
+       "wall_s": float(wall), "peak_rss_mib": int(rss) / 1024, "exit": int(rc), "samples_per_s": int(n) / float(wall)}
 try:
     meta = json.load(open(report))["meta"]
     row["pipeline"] = meta.get("pipeline")
@@ -43,9 +48,13 @@ print(json.dumps(row))
 EOF
 }
 
-measure c16 "$N16" 16
-measure c32 "$N32" 32
-measure c64 "$N64" 64
+PEER_METRICS=inv_total_rel_rmse,inv_finite
+for c in 16 32 64; do
+  n=$N16; [ "$c" = 32 ] && n=$N32; [ "$c" = 64 ] && n=$N64
+  measure "c$c" "$n" "$c"
+  measure "c$c-kernel" "$n" "$c" kernel
+  measure "c$c-peer" "$n" "$c" kernel "$PEER_METRICS"
+done
 measure mem-1e6 1000000 16
 measure mem-big "$MEMORY_SAMPLES" 16
 
@@ -73,9 +82,9 @@ out = {"rows": rows, "peer": {str(k): v for k, v in peer.items()}, "peer_log": o
 if "mem-1e6" in mem and "mem-big" in mem:
     out["memory_ratio"] = mem["mem-big"]["peak_rss_mib"] / mem["mem-1e6"]["peak_rss_mib"]
 json.dump(out, open(sys.argv[3], "w"), indent=1)
-print(f"{'run':10} {'C':>3} {'samples':>12} {'wall s':>8} {'samples/s':>11} {'peak MiB':>9} {'peer/s':>10} {'ratio':>6}")
+print(f"{'run':11} {'C':>3} {'samples':>12} {'wall s':>8} {'samples/s':>11} {'peak MiB':>9} {'peer/s':>10} {'ratio':>6}")
 for r in rows:
-    print(f"{r['name']:10} {r['chunk']:3d} {r['samples']:12d} {r['wall_s']:8.2f} {r['samples_per_s']:11.3e} "
+    print(f"{r['name']:11} {r['chunk']:3d} {r['samples']:12d} {r['wall_s']:8.2f} {r['samples_per_s']:11.3e} "
           f"{r['peak_rss_mib']:9.1f} {r.get('peer_samples_per_s', float('nan')):10.3e} {r.get('ratio_to_peer', float('nan')):6.2f}"
           + ("" if r["exit"] == 0 else f"  exit {r['exit']}"))
 if "memory_ratio" in out:

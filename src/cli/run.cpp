@@ -38,14 +38,14 @@ struct RunArgs {
   std::vector<std::string> configs;
   std::vector<std::string> axes;
   std::string samples, seed, batch, threads, max_memory, checkpoint_every;
-  std::string paths;
+  std::string paths, metrics;
   std::string inputs;
   std::string output;
   std::string table_format = "md";
   std::string shard, quantiles, until, until_ci;
   std::string pipeline, devices;
   bool per_sample = false, quiet = false, dry_run = false, resume = false, exact_quantiles = false;
-  bool list_families = false, list_methods = false, list_paths = false;
+  bool list_families = false, list_methods = false, list_paths = false, list_metrics = false;
 };
 
 void list_families() {
@@ -64,6 +64,16 @@ void list_methods() {
     fmt::print("{}: {}\n", m->name, m->arithmetic);
     for (const MetricInfo& d : m->diagnostics) fmt::print("    diagnostic {}: {}\n", d.name, d.help);
   }
+}
+
+void list_metrics() {
+  static const char* const kKinds[] = {"count", "flag", "error", "value"};
+  for (const std::string& name : all_metric_names()) {
+    const MetricInfo* m = find_metric(name);
+    fmt::print("{} ({}): {}\n", name, kKinds[int(m->kind)], m->help);
+  }
+  fmt::print("each method's diagnostics are also measured on the gold L, as gold_l_<name>; "
+             "the gold's own entry reports l_finite, inv_finite, inverse_residual and inv_max_abs\n");
 }
 
 void list_paths() {
@@ -161,6 +171,7 @@ void run(const RunArgs& a) {
   if (a.list_families) return list_families();
   if (a.list_methods) return list_methods();
   if (a.list_paths) return list_paths();
+  if (a.list_metrics) return list_metrics();
 
   // Every option first: nothing is computed or written before all are valid.
   const TableFormat format = parse_table_format(a.table_format);
@@ -171,6 +182,7 @@ void run(const RunArgs& a) {
   const uint64_t max_memory = a.max_memory.empty() ? 0 : parse_size("--max-memory", a.max_memory);
   const double every = a.checkpoint_every.empty() ? 10.0 : double(parse_count("--checkpoint-every", a.checkpoint_every, 0, 86400));
   if (!a.paths.empty()) parse_paths(a.paths);  // a typo is named even when nothing else is given
+  if (!a.metrics.empty()) parse_metric_list(a.metrics, "--metrics");
   std::optional<Shard> shard;
   if (!a.shard.empty()) shard = parse_shard(a.shard);
   std::optional<StopRule> until;
@@ -242,6 +254,12 @@ void run(const RunArgs& a) {
   opt.threads = threads;
   opt.progress = false;  // the bar below covers the whole run
   opt.batch = cli_batch ? cli_batch : kDefaultBatch;
+  const std::string metrics_list = a.metrics.empty() ? spec.metrics : a.metrics;
+  opt.metrics = parse_metric_list(metrics_list, a.metrics.empty() ? "the config's \"metrics\"" : "--metrics");
+  if (until && !opt.metrics.empty() &&
+      std::find(opt.metrics.begin(), opt.metrics.end(), canonical_metric_name(until->metric)) == opt.metrics.end())
+    throw UsageError(fmt::format("{}: the stop rule's metric {} is not one of --metrics {}", until->text, until->metric,
+                                 metrics_list));
   Runner runner(paths, opt);
   const Plan plan = runner.plan(points);
   size_t entries = 0;
@@ -267,6 +285,7 @@ void run(const RunArgs& a) {
   std::vector<std::string> labels;
   for (const PathChoice& p : runner.paths()) labels.push_back(p.label());
   identity["paths"] = labels;
+  if (!opt.metrics.empty()) identity["metrics"] = opt.metrics;
   identity["entries"] = nlohmann::json::array();
   for (const Group& g : plan.groups)
     for (const Task& t : g.tasks) identity["entries"].push_back(entry_axes(g, t, runner.paths()));
@@ -324,6 +343,7 @@ void run(const RunArgs& a) {
       fmt::print("shard {}/{}: samples {} to {} of each configuration\n", shard->index, shard->count, first_sample,
                  first_sample + run_samples - 1);
     if (until) fmt::print("stop rule: {} (each configuration)\n", until->text);
+    if (!opt.metrics.empty()) fmt::print("metrics: {}\n", fmt::join(opt.metrics, ", "));
     fmt::print("quantiles: {}\n", quantiles == Quantiles::kExact
                                      ? "exact (every value kept)"
                                      : fmt::format("sketch (relative error below {:.3g}%)", 100 * kSketchRelativeError));
@@ -392,6 +412,7 @@ void run(const RunArgs& a) {
   report.meta["seed"] = spec.seed;
   report.meta["samples"] = samples;
   report.meta["experiment"] = spec.name;
+  if (!opt.metrics.empty()) report.meta["metrics"] = opt.metrics;
   report.meta["quantiles"] = quantiles == Quantiles::kExact
                                  ? nlohmann::json{{"mode", "exact"}}
                                  : nlohmann::json{{"mode", "sketch"}, {"relative_error", kSketchRelativeError}};
@@ -429,6 +450,9 @@ void set_run_command(CLI::App& app) {
   cmd->add_option("--samples", args->samples, "samples per configuration, 1 to 10^15 (default: the config's, else 1000)");
   cmd->add_option("--seed", args->seed, "seed, 0 to 2^64-1 (default: the config's, else 0)");
   cmd->add_option("--paths", args->paths, "comma-separated: gold, emulated, kernel, cublas, all; options as kernel:version=1");
+  cmd->add_option("--metrics", args->metrics,
+                  "comma-separated metrics the entries report (default: every one; --list-metrics); the GPU pipeline "
+                  "skips the work of those not asked for, and the values of those asked for do not change");
   cmd->add_option("--inputs", args->inputs, "tensor set: a directory of keys/g/beta .npy, or an .npz or .safetensors file");
   cmd->add_option("-o,--output", args->output,
                   "write the JSON report here (a file is replaced atomically; - for stdout); saved as it goes in FILE.ckpt");
@@ -465,6 +489,7 @@ void set_run_command(CLI::App& app) {
   cmd->add_flag("-q,--quiet", args->quiet, "print nothing but errors (no progress bar, no table)");
   cmd->add_flag("--list-families", args->list_families, "list the input families and their axes");
   cmd->add_flag("--list-methods", args->list_methods, "list the inverse methods (the method axis)");
+  cmd->add_flag("--list-metrics", args->list_metrics, "list the per-sample metrics (for --metrics and the stop rules)");
   cmd->add_flag("--list-paths", args->list_paths, "list the arithmetic paths and whether this machine runs them");
   cmd->callback([args] { run(*args); });
 }

@@ -69,6 +69,9 @@ bool kernel_task(const Task& t, const std::vector<PathChoice>& paths) {
   return !t.reference && paths[t.path].spec->name == std::string_view("kernel");
 }
 
+// Whether the task's entry reports the metric (run --metrics).
+bool reports(const Task& t, const char* name) { return t.metrics->index(name) != MetricSet::npos; }
+
 int option_int(const PathOptions& o, const char* name, int fallback) {
   const auto it = o.find(name);
   return it == o.end() ? fallback : std::stoi(it->second);
@@ -226,7 +229,8 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
   if (w.sketches.size() < nt) w.sketches.resize(nt);
   for (size_t t = 0; t < nt; ++t) {
     const int nm = int(group.tasks[t].metrics->size());
-    if (nm != (group.tasks[t].reference ? gpu::kReferenceMetricCount : gpu::kNeumannMetricCount))
+    if (int(group.tasks[t].evaluated->size()) !=
+        (group.tasks[t].reference ? gpu::kReferenceMetricCount : gpu::kNeumannMetricCount))
       throw std::logic_error("the GPU pipeline: an entry's metrics are not the ones the device computes");
     if (!w.sketches[t] || w.sketches[t]->metrics() != nm) w.sketches[t] = std::make_unique<DeviceSketch>(nm);
     else w.sketches[t]->reset();
@@ -257,6 +261,17 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
                          [&](const Task& t) { return !t.reference && kernel_task(t, paths) == kernel; });
   };
   const bool pair = entries(true) == 1 && entries(false) == 1 && gpu::pair_pays(C);
+  // The work the entries' metrics need (run --metrics): the method's run on
+  // the gold L (the gold path's entry, and the kernel path's inv_gold_l and
+  // gold_l_* values), and each entry's costlier values.
+  bool gold_run = entries(false) > 0;
+  for (const Task& t : group.tasks)
+    if (kernel_task(t, paths))
+      for (const char* name : {"inv_gold_l_rel_rmse", "gold_l_highest_power", "gold_l_power_max"})
+        gold_run |= reports(t, name);
+  std::vector<std::vector<int>> columns(nt);  // each task's values in the rows the device writes
+  for (size_t t = 0; t < nt; ++t)
+    for (size_t k : group.tasks[t].pick) columns[t].push_back(int(k));
   double* values2 = pair ? w.values2.get(cap * gpu::kNeumannMetricCount) : nullptr;
 
   StageClock clock;
@@ -276,7 +291,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
     go.beta = in.beta;
     go.gold_l = gold_l;
     go.gold_inv = gold_inv;
-    go.gold_l_fp16 = gold16;
+    go.gold_l_fp16 = gold_run ? gold16 : nullptr;
     go.reference = reference;
     gpu::gold_on_device(go, st);
     clock.mark("gold", st);
@@ -312,11 +327,13 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
     };
     a.task_end = n;
     run(a, launch);
-    gpu::KernelArgs b = a;
-    b.task_first = n;
-    b.task_end = 2 * n;
-    b.warp_smem = stable_launch.warp_smem;
-    run(b, stable_launch);
+    if (gold_run) {
+      gpu::KernelArgs b = a;
+      b.task_first = n;
+      b.task_end = 2 * n;
+      b.warp_smem = stable_launch.warp_smem;
+      run(b, stable_launch);
+    }
     clock.mark("kernel", st);
 
     const gpu::GoldRead gold{n, C, gold_l, gold_inv};
@@ -329,9 +346,11 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
     kernel_entry.inv = inv;
     kernel_entry.highest_power = hp;
     kernel_entry.power_max = pmax;
-    kernel_entry.gold_l_inv = sinv;
-    kernel_entry.gold_l_highest_power = hp + n;
-    kernel_entry.gold_l_power_max = pmax + n;
+    if (gold_run) {
+      kernel_entry.gold_l_inv = sinv;
+      kernel_entry.gold_l_highest_power = hp + n;
+      kernel_entry.gold_l_power_max = pmax + n;
+    }
     gpu::PathOnDevice gold_entry;  // the gold L, and the method's run on it
     gold_entry.l_f64 = gold_l;
     gold_entry.inv = sinv;
@@ -340,6 +359,13 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
     gold_entry.gold_l_inv = sinv;
     gold_entry.gold_l_highest_power = hp + n;
     gold_entry.gold_l_power_max = pmax + n;
+    for (const Task& t : group.tasks) {  // the costlier values only where asked for
+      if (t.reference) continue;
+      gpu::PathOnDevice& e = kernel_task(t, paths) ? kernel_entry : gold_entry;
+      e.l_rel_rmse = reports(t, "l_rel_rmse");
+      e.method_only = reports(t, "inv_method_only_rel_rmse");
+      e.residual = reports(t, "inverse_residual");
+    }
     if (pair) {
       gpu::metrics_pair_on_device(gold, kernel_entry, gold_entry, values, values2, st);
       clock.mark("metrics(kernel, gold)", st);
@@ -356,7 +382,8 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
         gpu::metrics_on_device(gold, kernel ? kernel_entry : gold_entry, values, st);
         clock.mark(kernel ? "metrics(kernel)" : "metrics(gold)", st);
       }
-      w.sketches[t]->fold(v, size_t(n), st);
+      const int row = task.reference ? gpu::kReferenceMetricCount : gpu::kNeumannMetricCount;
+      w.sketches[t]->fold(v, size_t(n), st, row, columns[t]);
       clock.mark("fold", st);
     }
     clock.batch();

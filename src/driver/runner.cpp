@@ -42,7 +42,7 @@ Plan Runner::plan(const std::vector<Point>& points) const {
       plan.groups.push_back({pt.config, {}});
       g = plan.groups.end() - 1;
       for (size_t p = 0; p < paths_.size(); ++p)  // the gold's own entry first
-        if (paths_[p].spec->reference) g->tasks.push_back({p, method_of(exact_method()), true, &reference_metrics()});
+        if (paths_[p].spec->reference) add_task(*g, p, method_of(exact_method()), true, reference_metrics());
     }
     for (size_t p = 0; p < paths_.size(); ++p) {
       const PathSpec& spec = *paths_[p].spec;
@@ -52,10 +52,37 @@ Plan Runner::plan(const std::vector<Point>& points) const {
         skip(why);
         continue;
       }
-      g->tasks.push_back({p, pt.method, false, &method_metrics(*pt.method.spec)});
+      add_task(*g, p, pt.method, false, method_metrics(*pt.method.spec));
+    }
+  }
+  if (!options_.metrics.empty()) {  // every metric asked for is some entry's
+    for (const std::string& name : options_.metrics) {
+      bool found = false;
+      for (const Group& g : plan.groups)
+        for (const Task& t : g.tasks) found |= t.metrics->index(name) != MetricSet::npos;
+      if (found || plan.groups.empty()) continue;
+      const bool gold_own = reference_metrics().index(name) != MetricSet::npos;
+      throw UsageError(fmt::format("--metrics: no entry of this run reports {} ({})", name,
+                                   gold_own ? "it is the gold's own entry's: add gold to --paths"
+                                            : "no method of this run has it; run --list-methods"));
     }
   }
   return plan;
+}
+
+// A task reports the chosen metrics it has; one with none is left out.
+void Runner::add_task(Group& g, size_t path, const Method& method, bool reference, const MetricSet& metrics) const {
+  Task t;
+  t.path = path;
+  t.method = method;
+  t.reference = reference;
+  t.metrics = t.evaluated = &metrics;
+  if (!options_.metrics.empty()) {
+    t.metrics = &select_metrics(*t.evaluated, options_.metrics, &t.pick);
+    if (t.metrics->size() == 0) return;
+    if (t.pick.size() == t.evaluated->size()) t.pick.clear();  // all of them
+  }
+  g.tasks.push_back(std::move(t));
 }
 
 void Runner::run(const Group& group, uint64_t seed, SampleRange range, Sink& sink) {
@@ -119,11 +146,15 @@ void Runner::run(const Group& group, uint64_t seed, SampleRange range, Sink& sin
     r.values.resize(group.tasks.size());
     for (size_t t = 0; t < group.tasks.size(); ++t) r.values[t].resize(bn * group.tasks[t].metrics->size());
     pool_.parallel_for(bn, [&](size_t i) {
+      std::vector<double> all;  // every value evaluate() gives, where the task reports fewer
       for (size_t t = 0; t < group.tasks.size(); ++t) {
         const Task& task = group.tasks[t];
         double* v = r.values[t].data() + i * task.metrics->size();
-        if (task.reference) evaluate_reference(gold[i], v);
-        else evaluate(*task.method.spec, gold[i], r.outputs[t][i], v);
+        if (!task.pick.empty()) all.resize(task.evaluated->size());
+        double* into = task.pick.empty() ? v : all.data();
+        if (task.reference) evaluate_reference(gold[i], into);
+        else evaluate(*task.method.spec, gold[i], r.outputs[t][i], into);
+        for (size_t k = 0; k < task.pick.size(); ++k) v[k] = all[task.pick[k]];
       }
     });
     r.metrics_ms = ms_since(t0);

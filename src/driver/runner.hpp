@@ -28,7 +28,9 @@ struct Task {
   size_t path = 0;  // index into the runner's paths
   Method method;
   bool reference = false;
-  const MetricSet* metrics = nullptr;
+  const MetricSet* metrics = nullptr;    // what the entry reports
+  const MetricSet* evaluated = nullptr;  // what evaluate() (or evaluate_reference()) fills: metrics, or more
+  std::vector<size_t> pick;              // metrics' entry k is evaluated's entry pick[k]; empty: the same set
 };
 
 // Points that share a configuration share their samples and gold.
@@ -52,6 +54,7 @@ struct RunnerOptions {
   uint64_t batch = 4096;    // samples per batch (bounds memory; never changes results)
   bool keep_intermediates = false;
   bool progress = false;    // a progress line on stderr (when it is a terminal)
+  std::vector<std::string> metrics;  // the metrics the entries report (parse_metric_list); empty: every one
 };
 
 // One batch of one group, as the sink sees it.
@@ -93,6 +96,8 @@ class Runner {
   void set_batch(uint64_t batch) { options_.batch = batch; }  // chosen once the plan's memory is known
 
  private:
+  void add_task(Group& g, size_t path, const Method& method, bool reference, const MetricSet& metrics) const;
+
   std::vector<PathChoice> paths_;
   std::vector<std::unique_ptr<Path>> instances_;
   // Each path's outputs, kept from batch to batch so that their matrices

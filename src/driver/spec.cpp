@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/json_read.hpp"
 #include "core/limits.hpp"
+#include "metrics/metrics.hpp"
 #include "report/report.hpp"  // kMaxSamples
 
 namespace chunkinv {
@@ -20,7 +21,7 @@ using nlohmann::json;
 
 namespace {
 
-const std::vector<std::string> kConfigKeys{"name", "description", "seed", "samples", "paths", "experiments"};
+const std::vector<std::string> kConfigKeys{"name", "description", "seed", "samples", "paths", "metrics", "experiments"};
 // Axes every family takes.
 const std::vector<std::string> kCommonAxes{"family", "chunk", "dim", "method"};
 
@@ -297,6 +298,16 @@ ExperimentSpec parse_config(std::string_view text, const std::string& file) {
     std::string list;
     for (const auto& x : p) list += (list.empty() ? "" : ",") + x.get<std::string>();
     spec.paths = list;
+  }
+  if (j.contains("metrics")) {
+    const json& m = j["metrics"];
+    if (!m.is_array() || m.empty() || !std::all_of(m.begin(), m.end(), [](const json& x) { return x.is_string(); }))
+      throw UsageError(fmt::format("{}\"metrics\" = {} must be a non-empty list of metric names (\"inv_finite\", ...)",
+                                   where, json_excerpt(m)));
+    std::string list;
+    for (const auto& x : m) list += (list.empty() ? "" : ",") + x.get<std::string>();
+    parse_metric_list(list, where + "\"metrics\" =");
+    spec.metrics = list;
   }
   if (!j.contains("experiments") || !j["experiments"].is_array() || j["experiments"].empty())
     throw UsageError(where + "\"experiments\" must be a non-empty list of axis objects");

@@ -215,7 +215,7 @@ void metrics_on_device(const GoldRead& g, const PathOnDevice& p, double* out, Me
   const int C = g.chunk, threads = blocks::block_threads(C);
   const LeftScratch left(g.n, stream);
   const size_t fast_smem =
-      blocks::kFlagsBytes + blocks::fast_metrics_smem_doubles(C, !blocks::path_l_is_gold_l(g, p)) * 8;
+      blocks::kFlagsBytes + blocks::fast_metrics_smem_doubles(C, blocks::fast_with_s1(g, p)) * 8;
   if (blocks::fast_stages_gold(C)) launch(metrics_fast_kernel<true>, g.n, threads, fast_smem, stream, g, p, out, left.left());
   else launch(metrics_fast_kernel<false>, g.n, threads, fast_smem, stream, g, p, out, left.left());
   launch(metrics_kernel, std::min(g.n, kSlowGrid), threads, blocks::kFlagsBytes + blocks::metrics_smem_doubles(C) * 8,

@@ -72,6 +72,11 @@ struct PathOnDevice {
   const float* power_max = nullptr;           // n
   const int* gold_l_highest_power = nullptr;  // n, the run on the gold L
   const float* gold_l_power_max = nullptr;    // n
+  // Which of the costlier values the fast metrics compute (run --metrics);
+  // those left out are NaN there (the full program, for the samples the
+  // fast one leaves, computes every value): l_rel_rmse, inv_method_only
+  // (the exact inverse of I + path L) and inverse_residual.
+  bool l_rel_rmse = true, method_only = true, residual = true;
 };
 
 // The gold of the same samples (gold_on_device's outputs, or compute_gold's

@@ -820,16 +820,24 @@ struct FastGold {
   }
 };
 
+// Whether the fast program solves for the exact inverse of I + path L:
+// where the path's L is not the gold L and inv_method_only_rel_rmse is
+// asked for.
+CHUNKINV_HD inline bool fast_with_s1(const GoldRead& g, const PathOnDevice& p) {
+  return !path_l_is_gold_l(g, p) && p.method_only;
+}
+
 // kStaged = fast_stages_gold(C). sm holds fast_metrics_smem_doubles(C,
-// !path_l_is_gold_l(g, p)) doubles.
+// fast_with_s1(g, p)) doubles. The values p does not ask for (its
+// l_rel_rmse, method_only, residual; gold_l_inv null) are NaN.
 template <bool kStaged, class Block>
 CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const PathOnDevice& p, double* out, long s,
                                       double* sm, BlockFlags* fl, int* slow) {
   const size_t csq = size_t(g.chunk) * g.chunk, at = size_t(s) * csq;
-  const bool own_gold_l = path_l_is_gold_l(g, p);
-  const int C = g.chunk, T = blk.threads, P = packed_size(C), S = fast_slab_size(C, !own_gold_l),
-            SS = fast_slab_stride(C, !own_gold_l);
-  const FastSmem m = fast_smem(sm, C, !own_gold_l);
+  const bool own_gold_l = path_l_is_gold_l(g, p), with_s1 = fast_with_s1(g, p);
+  const int C = g.chunk, T = blk.threads, P = packed_size(C), S = fast_slab_size(C, with_s1),
+            SS = fast_slab_stride(C, with_s1);
+  const FastSmem m = fast_smem(sm, C, with_s1);
   const double* gl = g.gold_l + at;
   const double* gi = g.gold_inv + at;
   const FastGold<kStaged> gold{C, gl, gi, m.gl, m.gi};
@@ -843,7 +851,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
     count_decays(blk, p, s, t, fl);
     stage_entries(blk, C, t, path_l, gl, gi, p.inv + at, p.gold_l_inv ? p.gold_l_inv + at : nullptr, fl,
                   [&](int k, double l, double gle, double gie, uint16_t ib, uint16_t) {
-                    if (!own_gold_l) m.lp[k] = l;  // for the solve
+                    if (with_s1) m.lp[k] = l;  // for the solve
                     m.inv[k] = fp64::fp16_value(ib);
                     if (kStaged) {
                       m.gl[k] = gle;
@@ -851,7 +859,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
                     }
                   });
   });
-  const bool l_ok = fl->l_bad == 0, inv_ok = fl->inv_bad == 0, method = l_ok && inv_ok;
+  const bool l_ok = fl->l_bad == 0, inv_ok = fl->inv_bad == 0, method = l_ok && inv_ok && p.method_only;
   const bool gold_run_ok = p.gold_l_inv != nullptr && fl->sinv_bad == 0;
   if (!fast_rules_hold(fl->upper, l_ok, inv_ok, gold_run_ok)) {
     blk.each([&](int t) {
@@ -878,7 +886,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
         const double gle = gold.l(i, j), gie = gold.inv(e, k), inv = m.inv[k];
         double* q = m.terms + (k - k0);
         double d;
-        if (l_ok) {  // l_rel_rmse
+        if (l_ok && p.l_rel_rmse) {  // l_rel_rmse
           d = path_l(e) - gle;
           q[0] = d * d;
           q[5 * SS] = gle * gle;
@@ -899,7 +907,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
           q[3 * SS] = d * d;
           q[8 * SS] = gie * gie;
         }
-        if (inv_ok) {  // inverse_residual: (I + gold L) * INV against I
+        if (inv_ok && p.residual) {  // inverse_residual: (I + gold L) * INV against I
           const double r = gold.residual(i, j, k, m.inv, inv_kj);
           s2_bad |= !std::isfinite(r);
           const double y = i == j ? 1.0 : 0.0;
@@ -927,11 +935,11 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
       return r.value(C * C);
     };
     write_counts_and_diagnostics(o, p, s, fl, l_ok, inv_ok);
-    o[4] = l_ok ? value(0, true) : INFINITY;
+    o[4] = !p.l_rel_rmse ? NAN : l_ok ? value(0, true) : INFINITY;
     o[5] = inv_ok ? value(1, true) : INFINITY;
-    o[6] = method ? value(2, true) : INFINITY;
+    o[6] = !p.method_only ? NAN : method ? value(2, true) : INFINITY;
     o[7] = p.gold_l_inv ? value(3, gold_run_ok) : NAN;
-    o[8] = inv_ok ? value(4, fl->s2_bad == 0) : INFINITY;
+    o[8] = !p.residual ? NAN : inv_ok ? value(4, fl->s2_bad == 0) : INFINITY;
   });
 }
 

@@ -49,6 +49,7 @@ DeviceSketch::~DeviceSketch() = default;
 int DeviceSketch::metrics() const { return 0; }
 uint64_t DeviceSketch::count() const { return 0; }
 void DeviceSketch::fold(const double*, size_t, void*) {}
+void DeviceSketch::fold(const double*, size_t, void*, int, std::span<const int>) {}
 void DeviceSketch::fold_host(const double*, size_t) {}
 SketchState DeviceSketch::state(int) const { return {}; }
 void DeviceSketch::reset() {}

@@ -5,6 +5,7 @@
 #include "metrics/device_sketch.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -37,13 +38,20 @@ __device__ void add_u128(u64* p, u64 a) {
   if (old + a < old) atomicAdd(p + 1, 1ull);
 }
 
+// Which value of a sample's row each metric folds: of[m], or m where count is 0.
+struct Columns {
+  int count = 0;
+  uint8_t of[DeviceSketch::kMaxColumns] = {};
+};
+
 // One block folds metric blockIdx.y of samples blockIdx.x * kThreads + k *
 // gridDim.x * kThreads (k = 0, 1, ...). A warp takes 32 consecutive samples
 // per step: lanes with the same bucket (or scale) vote, and the lowest adds
 // for all of them.
-__global__ void __launch_bounds__(kThreads) fold_kernel(const double* __restrict__ values, size_t n, int metrics,
-                                                        u64 first_index, u64* hist, u64* sums, u64* scalars) {
-  const int m = blockIdx.y;
+__global__ void __launch_bounds__(kThreads) fold_kernel(const double* __restrict__ values, size_t n, int row,
+                                                        Columns columns, u64 first_index, u64* hist, u64* sums,
+                                                        u64* scalars) {
+  const int m = blockIdx.y, column = columns.count ? columns.of[m] : m;
   u64* const h = hist + size_t(m) * kHistWords;
   u64* const sm = sums + size_t(m) * kSumWords;
   __shared__ u64 group[kWarps][32];
@@ -59,7 +67,7 @@ __global__ void __launch_bounds__(kThreads) fold_kernel(const double* __restrict
     int32_t bucket = -1, slot = -1;
     u64 sig = 0;
     if (s < n) {
-      const uint64_t u = ds::bits_of(values[s * size_t(metrics) + size_t(m)]);
+      const uint64_t u = ds::bits_of(values[s * size_t(row) + size_t(column)]);
       const uint64_t a = u & ~ds::kSignBit;
       if (a > ds::kInfBits) {
         ++nan;
@@ -219,11 +227,27 @@ int DeviceSketch::metrics() const { return impl_->metrics; }
 uint64_t DeviceSketch::count() const { return impl_->count; }
 
 void DeviceSketch::fold(const double* d_values, size_t n, void* stream) {
+  fold(d_values, n, stream, impl_->metrics, {});
+}
+
+void DeviceSketch::fold(const double* d_values, size_t n, void* stream, int stride, std::span<const int> columns) {
   Impl& d = *impl_;
+  Columns cols;
+  if (!columns.empty()) {
+    if (columns.size() != size_t(d.metrics) || columns.size() > size_t(kMaxColumns))
+      throw std::logic_error("DeviceSketch::fold: a column per metric, at most kMaxColumns");
+    cols.count = int(columns.size());
+    for (size_t m = 0; m < columns.size(); ++m) {
+      if (columns[m] < 0 || columns[m] >= stride) throw std::logic_error("DeviceSketch::fold: a column outside the row");
+      cols.of[m] = uint8_t(columns[m]);
+    }
+  } else if (stride < d.metrics) {
+    throw std::logic_error("DeviceSketch::fold: rows shorter than the metrics");
+  }
   if (n == 0) return;
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   const size_t blocks = std::min<size_t>((n + kThreads - 1) / kThreads, size_t(d.blocks_per_metric));
-  fold_kernel<<<dim3(unsigned(blocks), unsigned(d.metrics)), kThreads, 0, s>>>(d_values, n, d.metrics, d.count,
+  fold_kernel<<<dim3(unsigned(blocks), unsigned(d.metrics)), kThreads, 0, s>>>(d_values, n, stride, cols, d.count,
                                                                               d.hist, d.sums, d.scalars);
   CUDA_CHECK_LAUNCH();
   CUDA_CHECK(cudaEventRecord(d.folded, s));

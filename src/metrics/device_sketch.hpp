@@ -48,6 +48,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "metrics/sketch.hpp"
@@ -159,6 +160,11 @@ class DeviceSketch {
   // or streams the caller orders): the sample order decides the sign of a
   // zero min or max.
   void fold(const double* d_values, size_t n, void* stream = nullptr);
+  // The same from rows of `stride` values: metric m folds d_values[s *
+  // stride + columns[m]] (columns: one per metric, at most kMaxColumns;
+  // empty: column m, stride >= metrics()). std::logic_error otherwise.
+  static constexpr int kMaxColumns = 32;
+  void fold(const double* d_values, size_t n, void* stream, int stride, std::span<const int> columns);
   // Test hook: the same from host memory (uploaded, folded, and synchronized).
   void fold_host(const double* values, size_t n);
 

@@ -6,6 +6,9 @@
 #include <memory>
 #include <mutex>
 
+#include <fmt/format.h>
+
+#include "core/error.hpp"
 #include "methods/precision.hpp"
 
 namespace chunkinv {
@@ -135,6 +138,37 @@ const MetricInfo* find_metric(const std::string& raw) {
   const MetricSet& r = reference_metrics();
   if (const size_t i = r.index(name); i != MetricSet::npos) return &r.infos[i];
   return nullptr;
+}
+
+std::vector<std::string> parse_metric_list(const std::string& list, const std::string& where) {
+  std::vector<std::string> names;
+  size_t at = 0;
+  while (at <= list.size() && !list.empty()) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string raw = list.substr(at, end - at);
+    if (raw.empty()) throw UsageError(fmt::format("{} {}: an empty metric name", where, list));
+    if (!find_metric(raw))
+      throw UsageError(fmt::format("{} {}: unknown metric \"{}\" (run --list-metrics lists them)", where, list, raw));
+    const std::string name = canonical_metric_name(raw);
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    at = end + 1;
+  }
+  return names;
+}
+
+const MetricSet& select_metrics(const MetricSet& base, const std::vector<std::string>& names, std::vector<size_t>* pick) {
+  static std::mutex mu;
+  static std::map<std::pair<const MetricSet*, std::vector<std::string>>, std::unique_ptr<MetricSet>> sets;
+  pick->clear();
+  for (size_t i = 0; i < base.size(); ++i)
+    if (std::find(names.begin(), names.end(), base.infos[i].name) != names.end()) pick->push_back(i);
+  std::lock_guard<std::mutex> lock(mu);
+  auto& s = sets[{&base, names}];
+  if (!s) {
+    s = std::make_unique<MetricSet>();
+    for (size_t i : *pick) s->infos.push_back(base.infos[i]);
+  }
+  return *s;
 }
 
 bool all_finite(const Mat& m) {

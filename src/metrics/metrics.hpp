@@ -34,6 +34,16 @@ std::vector<std::string> all_metric_names();
 // Names metrics had in reports of schema chunkinv.report/1 map to today's.
 std::string canonical_metric_name(const std::string& name);
 
+// A run's choice of metrics (run --metrics, a config's "metrics"): a
+// comma-separated list of names or old aliases, each made canonical and
+// kept once, in the order given; UsageError naming an unknown one, `where`
+// naming the option. Empty list: empty vector (every metric).
+std::vector<std::string> parse_metric_list(const std::string& list, const std::string& where);
+// The entries of `base` whose names are in `names`, in base's order: a set
+// that lives as long as the program (one per base and choice). pick[k] is
+// its entry k's index in base.
+const MetricSet& select_metrics(const MetricSet& base, const std::vector<std::string>& names, std::vector<size_t>* pick);
+
 // rel_rmse(a, e) = sqrt(mean((a-e)^2)) / (sqrt(mean(e^2)) + 1e-30); +inf if a has a non-finite entry.
 double rel_rmse(const Mat& a, const Mat& e);
 bool all_finite(const Mat& m);

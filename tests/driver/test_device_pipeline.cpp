@@ -33,9 +33,10 @@ bool same(double a, double b) { return (std::isnan(a) && std::isnan(b)) || std::
 
 // The entries of one run through the host's loop or the GPU pipeline.
 RunResult run_with(const std::vector<Point>& points, const std::vector<PathChoice>& paths, uint64_t samples,
-                   uint64_t seed, DevicePipeline* device, uint64_t first = 0) {
+                   uint64_t seed, DevicePipeline* device, uint64_t first = 0, const std::string& metrics = "") {
   RunnerOptions opt;
   opt.batch = 512;
+  opt.metrics = parse_metric_list(metrics, "--metrics");
   Runner runner(paths, opt);
   const Plan plan = runner.plan(points);
   StatsOptions stats;
@@ -52,6 +53,7 @@ size_t differences(const std::vector<ReportEntry>& host, const std::vector<Repor
   for (size_t e = 0; e < std::min(host.size(), dev.size()); ++e) {
     EXPECT_EQ(host[e].axes, dev[e].axes) << what;
     EXPECT_EQ(host[e].samples, dev[e].samples) << what;
+    EXPECT_EQ(host[e].metrics.size(), dev[e].metrics.size()) << what;
     for (const auto& [name, hs] : host[e].metrics) {
       const Stats& ds = dev[e].metrics.at(name);
       for (const std::string& stat : stat_names()) {
@@ -106,6 +108,37 @@ TEST(DevicePipelineGpu, OnePathAloneIsTheHostLoopsBitForBit) {
       const RunResult dev = run_with(points, paths, 800, 12, &device, 3);
       EXPECT_EQ(dev.on_device.size(), points.size()) << "every group on the device";
       EXPECT_EQ(differences(host.entries, dev.entries, std::string(which) + " alone C=" + std::to_string(chunk)), 0u);
+    }
+  }
+}
+
+// run --metrics: the device leaves out the work of the metrics not asked
+// for (the runs on the gold L, the exact inverse of I + path L, the
+// residual, the L error) and folds only the chosen values; they are the
+// host's, bit for bit. The host test Run.ChosenMetricsAreTheFullRunsOwn
+// holds the host's chosen values to the full run's.
+TEST(DevicePipelineGpu, ChosenMetricsAreTheHostLoopsBitForBit) {
+  CHUNKINV_REQUIRE_GPU();
+  const char* const choices[] = {
+      "inv_total_rel_rmse,inv_finite",                   // no run on the gold L, no solve, no residual
+      "inv_method_only_rel_rmse,power_max",              // the solve alone
+      "inverse_residual,l_rel_rmse,decay_zeros",         // the residual and the L error
+      "inv_stable_l_rel_rmse,gold_l_power_max,inv_max_abs",  // the runs on the gold L, the gold's own
+  };
+  for (const char* which : {"kernel", "gold,kernel"}) {
+    const auto paths = parse_paths(which);
+    DevicePipeline device(paths, {0});
+    for (const char* choice : choices) {
+      if (std::string(which) == "kernel" && std::string(choice).find("inv_max_abs") != std::string::npos) continue;
+      for (int chunk : {5, 16, 33, 64}) {
+        const auto points = points_of({"family=model_like", "chunk=" + std::to_string(chunk), "dim=32"});
+        const RunResult host = run_with(points, paths, 700, 13, nullptr, 3, choice);
+        const RunResult dev = run_with(points, paths, 700, 13, &device, 3, choice);
+        EXPECT_EQ(dev.on_device.size(), points.size()) << "every group on the device";
+        EXPECT_EQ(differences(host.entries, dev.entries,
+                              std::string(which) + " --metrics " + choice + " C=" + std::to_string(chunk)),
+                  0u);
+      }
     }
   }
 }

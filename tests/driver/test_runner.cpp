@@ -2,8 +2,11 @@
 // overflow facts, the report end to end, and bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -20,6 +23,7 @@
 #include "inputs/family.hpp"
 #include "core/error.hpp"
 #include "gpu/gpu.hpp"
+#include "metrics/stats.hpp"
 #include "report/merge.hpp"
 #include "report/report.hpp"
 #include "support/shell.hpp"
@@ -101,6 +105,56 @@ TEST(Run, SameResultsForAnyThreadCountAndBatchSize) {
   EXPECT_EQ(report_to_json(pa).dump(), report_to_json(pc).dump());
 }
 
+// run --metrics: an entry reports the chosen metrics it has, each with the
+// statistics the full run gives it, bit for bit; an entry with none of them
+// is left out; the plan refuses a metric no entry has.
+TEST(Run, ChosenMetricsAreTheFullRunsOwn) {
+  const auto cfg = configs_of({"family=[floor,model_like]", "chunk=[8,17]", "dim=32", "method=[neumann,fwdsub_fp32]"});
+  const auto paths = parse_paths("gold,emulated");
+  RunnerOptions all, some;
+  all.threads = some.threads = 2;
+  some.metrics = parse_metric_list("inv_total_rel_rmse,inv_stable_l_rel_rmse,inv_max_abs,inv_max", "--metrics");
+  EXPECT_EQ(some.metrics[1], "inv_gold_l_rel_rmse") << "an old alias is taken by today's name";
+  const auto full = run_experiment(cfg, paths, 40, 3, all, true).entries;
+  const auto chosen = run_experiment(cfg, paths, 40, 3, some, true).entries;
+  auto same = [](double a, double b) { return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof a) == 0; };
+  size_t kept = 0, compared = 0;
+  for (const ReportEntry& f : full) {
+    std::vector<std::string> want;
+    for (const auto& [name, st] : f.metrics)
+      if (std::find(some.metrics.begin(), some.metrics.end(), name) != some.metrics.end()) want.push_back(name);
+    const auto c = std::find_if(chosen.begin(), chosen.end(), [&](const ReportEntry& e) { return e.axes == f.axes; });
+    if (want.empty()) {
+      EXPECT_EQ(c, chosen.end()) << "an entry with none of the metrics is left out: " << f.axes.dump();
+      continue;
+    }
+    ASSERT_NE(c, chosen.end()) << f.axes.dump();
+    ++kept;
+    EXPECT_EQ(c->metrics.size(), want.size()) << f.axes.dump();
+    for (const std::string& name : want)
+      for (const std::string& stat : stat_names()) {
+        ++compared;
+        EXPECT_TRUE(same(stat_value(f.metrics.at(name), stat), stat_value(c->metrics.at(name), stat)))
+            << f.axes.dump() << " " << name << "." << stat;
+      }
+  }
+  EXPECT_EQ(kept, chosen.size());
+  EXPECT_EQ(kept, 20u) << "at 2 x 2 points, the gold's own entry (inv_max_abs) and four (path, method) entries";
+  EXPECT_GT(compared, 300u);
+  // The gold's own metric alone: only the gold's own entries are left.
+  RunnerOptions own;
+  own.metrics = {"inv_max_abs"};
+  const auto only = run_experiment(cfg, paths, 5, 3, own, true).entries;
+  EXPECT_EQ(only.size(), 4u);
+  for (const ReportEntry& e : only) EXPECT_EQ(e.axes["method"], "exact") << e.axes.dump();
+  // The gold's own metric without the gold path: no entry has it.
+  RunnerOptions gold_own;
+  gold_own.metrics = {"inv_max_abs"};
+  Runner r(parse_paths("emulated"), gold_own);
+  EXPECT_THROW(r.plan(cfg), UsageError);
+  EXPECT_THROW(parse_metric_list("inv_total_rel_rmse,,inv_finite", "--metrics"), UsageError);
+}
+
 TEST(Run, SampleIsAPureFunctionOfSeedAndIndex) {
   Configuration cfg{"model_like", 16, 128, {{"decay_floor", -5.0}}};
   const Family& f = find_family("model_like");
@@ -179,6 +233,14 @@ TEST(RunCli, BadInputExits2WithOneLineAndNoReport) {
       {"-a family=nonesuch", "unknown family \"nonesuch\""},
       {"--paths gold,emulatd", "did you mean \"emulated\""},
       {"-a chunkk=8", "did you mean \"chunk\""},
+      {"-a chunk=8 --metrics inv_fnite", "--metrics inv_fnite: unknown metric \"inv_fnite\""},
+      {"-a chunk=8 --paths emulated --metrics inv_max_abs", "add gold to --paths"},
+      {"-a chunk=8 --metrics inv_total_rel_rmse --until 'inv_finite.failures>=3'",
+       "the stop rule's metric inv_finite is not one of --metrics"},
+      {write("metrics.json", "{\"metrics\": \"inv_finite\", \"experiments\": [{\"family\": \"floor\"}]}"),
+       "\"metrics\" = \"inv_finite\" must be a non-empty list"},
+      {write("metric.json", "{\"metrics\": [\"inv_fin\"], \"experiments\": [{\"family\": \"floor\"}]}"),
+       "unknown metric \"inv_fin\""},
   };
   for (const auto& c : cases) {
     const Proc p = sh("run " + c.args + " --samples 2 -q -o " + out.string());

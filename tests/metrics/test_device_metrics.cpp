@@ -106,7 +106,7 @@ void metrics_on_host(const gpu::GoldRead& g, const gpu::PathOnDevice& p, double*
   using namespace gpu::blocks;
   // Each program its own shared memory, sized as the device's launch sizes it.
   std::vector<double> sm(metrics_smem_doubles(g.chunk), -7.0);
-  std::vector<double> fast(fast_metrics_smem_doubles(g.chunk, !path_l_is_gold_l(g, p)), -7.0);
+  std::vector<double> fast(fast_metrics_smem_doubles(g.chunk, fast_with_s1(g, p)), -7.0);
   BlockFlags fl{};
   const HostBlock blk{block_threads(g.chunk)};
   std::vector<int> slow(size_t(g.n), -1);
@@ -490,7 +490,7 @@ TEST(DeviceMetrics, GoldProgramOnTheCpuIsComputeGoldBitForBit) {
 }
 
 TEST(DeviceMetrics, MetricProgramsOnTheCpuAreEvaluateBitForBit) {
-  long differing = 0, values = 0, method_only_finite = 0;
+  long differing = 0, values = 0, method_only_finite = 0, lean_nan = 0, lean_values = 0;
   for (const Batch& b : metric_batches(16)) {
     const std::vector<GoldOutput> gold = cpu_gold(b);
     const std::vector<double> gl = flat(gold, false), gi = flat(gold, true);
@@ -507,6 +507,27 @@ TEST(DeviceMetrics, MetricProgramsOnTheCpuAreEvaluateBitForBit) {
       differing += values_differing(out, want, b.what, gpu::kNeumannMetricCount);
       values += long(out.size());
       for (size_t e = 6; e < out.size(); e += gpu::kNeumannMetricCount) method_only_finite += std::isfinite(out[e]);
+      // Without the costlier values (run --metrics): the others unchanged,
+      // those NaN where the fast program took the sample (the full program,
+      // on the samples it leaves, computes them all).
+      for (int without : {7, 2, 5}) {  // bits: 1 l_rel_rmse (4), 2 method_only (6), 4 residual (8)
+        gpu::PathOnDevice lean = path_view(p, v, gl.data());
+        lean.l_rel_rmse = !(without & 1);
+        lean.method_only = !(without & 2);
+        lean.residual = !(without & 4);
+        std::fill(out.begin(), out.end(), -1.0);
+        metrics_on_host(g, lean, out.data());
+        std::vector<double> masked = want;
+        for (size_t e = 0; e < out.size(); e += gpu::kNeumannMetricCount)
+          for (int bit = 0; bit < 3; ++bit)
+            if ((without >> bit & 1) && std::isnan(out[e + size_t(4 + 2 * bit)])) {
+              masked[e + size_t(4 + 2 * bit)] = NAN;
+              ++lean_nan;
+            }
+        differing += values_differing(out, masked, b.what + " (without " + std::to_string(without) + ")",
+                                      gpu::kNeumannMetricCount);
+        lean_values += long(out.size());
+      }
     }
     {  // the kernel path's entry and the gold path's at once
       std::vector<double> ok(size_t(b.n()) * gpu::kNeumannMetricCount, -1.0), og(ok.size(), -1.0);
@@ -531,6 +552,8 @@ TEST(DeviceMetrics, MetricProgramsOnTheCpuAreEvaluateBitForBit) {
               "the fast program took %ld samples, left %ld)\n",
               differing, values, method_only_finite, fast_counts.fast, fast_counts.slow);
   EXPECT_GT(method_only_finite, values / gpu::kNeumannMetricCount / 6);
+  std::printf("without the costlier values: %ld values compared, %ld of them left out (NaN)\n", lean_values, lean_nan);
+  EXPECT_GT(lean_nan, lean_values / gpu::kNeumannMetricCount);
   // Both ways are exercised: most samples are lower triangular; junk above L's diagonal (kind 6), a NaN or an
   // overflow above INV's (kinds 3 and 4, half the time) and a non-finite gold L (extreme batches) are not.
   EXPECT_GT(fast_counts.fast, fast_counts.slow);
