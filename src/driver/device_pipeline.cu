@@ -7,7 +7,8 @@
 //   3. the kernel path's 2n tasks of KernelPath::run_batch's launch, in two
 //      launches: the kernel's own L and inverse (tasks [0, n)), then its
 //      Neumann inverse of the gold L (tasks [n, 2n), no keys in shared
-//      memory, so more of them an SM);
+//      memory, so more of them an SM), left out where no chosen metric
+//      reads it (run --metrics, docs/design.md "Chosen metrics");
 //   4. each entry's metrics into an [n x M] buffer, folded at once into
 //      that entry's sketches (metrics/device_sketch). The gold path's
 //      Neumann entry is the run on the gold L: the gold path forms the gold

@@ -877,7 +877,11 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   // copy; below C = 7 (Eigen's coefficient-based product reads every k) the
   // entries above the diagonal come from the FP16 bits.
   auto inv_kj = [&](int k, int j) { return k >= j ? m.inv[packed_at(k, j)] : fp64::fp16_value(p.inv[at + size_t(k) * C + j]); };
-  for (int k0 = 0; k0 < P; k0 += S) {
+  // No sum is read (the INV and the run on the gold L not finite, and no
+  // l_rel_rmse asked for, as with --metrics inv_total_rel_rmse,inv_finite
+  // at C = 64): no slab is formed.
+  const bool sums = (l_ok && p.l_rel_rmse) || inv_ok || gold_run_ok;
+  for (int k0 = 0; sums && k0 < P; k0 += S) {
     const int len = P - k0 < S ? P - k0 : S;
     blk.each([&](int t) {
       bool s2_bad = false;
