@@ -135,6 +135,7 @@ TEST(ShardCli, RefusalsAreOneLineExitTwoAndLeaveNothing) {
   for (const char* s : {"1/2", "2/2"})
     ASSERT_EQ(sh(dir, small + "--shard " + std::string(s) + " -o a" + s[0] + ".json").status, 0);
   ASSERT_EQ(sh(dir, small + "--shard 2/2 --seed 9 -o b2.json").status, 0);
+  ASSERT_EQ(sh(dir, small + "--shard 2/2 --metrics inv_finite -o c2.json").status, 0);
   ASSERT_EQ(sh(dir, small + "-o whole.json").status, 0);
   json hostile = load(dir + "/a2.json");
   hostile["results"][1]["state"]["metrics"]["inv_finite"]["zeros"] = 4;
@@ -144,6 +145,7 @@ TEST(ShardCli, RefusalsAreOneLineExitTwoAndLeaveNothing) {
   } merges[] = {
       {"a1.json b2.json", "b2.json is a shard of another run than a1.json (seed: 0 there, 9 here)"},
       {"a1.json a2.json a2.json", "a2.json and a2.json are both shard 2/2 (overlapping shards)"},
+      {"a1.json c2.json", "c2.json is a shard of another run than a1.json (metrics:"},
       {"a2.json", "shard 1/2 is missing"},
       {"a1.json whole.json", "whole.json is not a shard of a run"},
       {"a1.json h2.json", "report h2.json: results[1]: state.inv_finite:"},
