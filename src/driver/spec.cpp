@@ -290,24 +290,22 @@ ExperimentSpec parse_config(std::string_view text, const std::string& file) {
   if (j.contains("name")) spec.name = j["name"].get<std::string>();
   if (j.contains("seed")) spec.seed = require_unsigned(j["seed"], 0, UINT64_MAX, where + "\"seed\"");
   if (j.contains("samples")) spec.samples = require_unsigned(j["samples"], 1, kMaxSamples, where + "\"samples\"");
-  if (j.contains("paths")) {
-    const json& p = j["paths"];
-    if (!p.is_array() || p.empty() || !std::all_of(p.begin(), p.end(), [](const json& x) { return x.is_string(); }))
-      throw UsageError(fmt::format("{}\"paths\" = {} must be a non-empty list of path names (\"gold\", \"emulated\", ...)",
-                                   where, json_excerpt(p)));
+  // A key that holds a non-empty list of names, joined by commas as the command line gives them.
+  auto name_list = [&](const char* key, const char* what) {
+    const json& v = j[key];
+    if (!v.is_array() || v.empty() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_string(); }))
+      throw UsageError(fmt::format("{}\"{}\" = {} must be a non-empty list of {}", where, key, json_excerpt(v), what));
     std::string list;
-    for (const auto& x : p) list += (list.empty() ? "" : ",") + x.get<std::string>();
-    spec.paths = list;
-  }
+    for (const auto& x : v) {
+      if (!list.empty()) list += ',';
+      list += x.get<std::string>();
+    }
+    return list;
+  };
+  if (j.contains("paths")) spec.paths = name_list("paths", "path names (\"gold\", \"emulated\", ...)");
   if (j.contains("metrics")) {
-    const json& m = j["metrics"];
-    if (!m.is_array() || m.empty() || !std::all_of(m.begin(), m.end(), [](const json& x) { return x.is_string(); }))
-      throw UsageError(fmt::format("{}\"metrics\" = {} must be a non-empty list of metric names (\"inv_finite\", ...)",
-                                   where, json_excerpt(m)));
-    std::string list;
-    for (const auto& x : m) list += (list.empty() ? "" : ",") + x.get<std::string>();
-    parse_metric_list(list, where + "\"metrics\" =");
-    spec.metrics = list;
+    spec.metrics = name_list("metrics", "metric names (\"inv_finite\", ...)");
+    parse_metric_list(spec.metrics, where + "\"metrics\" =");
   }
   if (!j.contains("experiments") || !j["experiments"].is_array() || j["experiments"].empty())
     throw UsageError(where + "\"experiments\" must be a non-empty list of axis objects");
