@@ -1,5 +1,5 @@
 # bash completion for chunkinv. Subcommands, options and most values come
-# from the binary being completed (its --help, --list-paths,
+# from the binary being completed (its --help, --list-paths, --list-metrics,
 # --list-families, --list-methods), so they never fall behind it.
 #   source scripts/completion/chunkinv.bash      (or install it: cmake --install)
 
@@ -7,6 +7,7 @@ _chunkinv_words() {  # the binary's own words for a value of option $2 of subcom
   local bin=$1 cmd=$2 opt=$3
   case $opt in
     --paths) "$bin" run --list-paths 2>/dev/null | sed 's/[: ].*//'; echo all ;;
+    --metrics) "$bin" run --list-metrics 2>/dev/null | sed -n 's/^\([a-z_0-9]*\) (.*/\1/p' ;;
     --format|-f)
       case $cmd in
         run|table) echo md latex csv ;;
@@ -42,7 +43,7 @@ _chunkinv() {
     return
   fi
   case $prev in
-    --paths|--format|-f|--preset|-p|--family|-a|--axis|--quantiles|--pipeline|--devices)
+    --paths|--metrics|--format|-f|--preset|-p|--family|-a|--axis|--quantiles|--pipeline|--devices)
       local words
       words=$(_chunkinv_words "$bin" "$cmd" "$prev")
       if [[ $prev == -a || $prev == --axis ]]; then

@@ -391,6 +391,8 @@ TEST(Cli, ShellCompletionOffersSubcommandsOptionsAndValues) {
   EXPECT_TRUE(has(complete("run -a ''"), "decay_floor="));
   EXPECT_EQ(complete("run -a family=mod"), std::set<std::string>{"family=model_like"});
   EXPECT_TRUE(has(complete("run -a method=''"), "method=fwdsub_fp32"));
+  EXPECT_EQ(complete("run --metrics inv_f"), std::set<std::string>{"inv_finite"});
+  EXPECT_TRUE(has(complete("run --metrics ''"), "inv_max_abs"));
   // The zsh function reads the same words; check its syntax where zsh is.
   if (chunkinv::testing::run_shell("command -v zsh > /dev/null").status == 0) {
     const auto z = chunkinv::testing::run_shell("zsh -n '" + std::string(CHUNKINV_SOURCE_DIR) + "/scripts/completion/_chunkinv' 2>&1");
