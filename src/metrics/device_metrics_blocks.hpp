@@ -261,6 +261,20 @@ CHUNKINV_HD inline void write_reference_fast(double* o, int C, const BlockFlags*
   o[3] = inv_ok ? hd::from_bits(fl->max_bits) : INFINITY;
 }
 
+// c + a b where a b is exact (a and b BF16 values, widened: the product has
+// at most 16 significant bits and neither overflows nor underflows FP64):
+// then rounding a b first changes nothing, and the fused form, rounded once,
+// is the CPU's c + (a * b) bit for bit, in one instruction instead of two
+// (the gold's dot products of keys; the build keeps --fmad=false, so it is
+// asked for here by name).
+CHUNKINV_HD inline double add_exact_product(double a, double b, double c) {
+#ifdef __CUDA_ARCH__
+  return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
 // compute_gold for sample s. kMaxTiles >= tiles_per_thread(C); kChannel is
 // gate_width != 1 (compute_gold's own test: per-channel gates with d = 1
 // take the per-token formula there too). With a.reference, also
@@ -367,7 +381,7 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
           if (!kChannel) {
             // dot += k_i k_j; pairs in the zero row C (odd C) are formed too and never read.
             CHUNKINV_UNROLL
-            for (int r = 0; r < 4; ++r) A.v[q][r] += ki[r >> 1] * kj[r & 1];
+            for (int r = 0; r < 4; ++r) A.v[q][r] = add_exact_product(ki[r >> 1], kj[r & 1], A.v[q][r]);
           } else if (ok[q]) {
             // dot += k_i k_j exp(min(G_i - G_j, 0)), only where i < C (the exp is the cost).
             CHUNKINV_UNROLL
@@ -379,7 +393,7 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
         }
         double kd[2];  // k_j, k_i of the diagonal pair (i, j) = (a + 1, a)
         load_pair(kr + a, kd);
-        if (!kChannel) A.dg += kd[1] * kd[0];
+        if (!kChannel) A.dg = add_exact_product(kd[1], kd[0], A.dg);
         else if (dg_ok) A.dg += kd[1] * kd[0] * detmath::hd::exp(fp64::min0(cr[a + 1] - cr[a]));
       }
     });

@@ -42,27 +42,72 @@ CHUNKINV_HD inline double min0(double x) { return (0.0 < x) ? 0.0 : x; }
 // any L, inf and NaN included; first > 0 needs every entry of L finite.
 // unit_lower_solve_column_from: the same without the rows above `first`
 // (neither written nor read), for a caller that stores only rows >= first.
+//
+// The rows of a panel share p, so their sums over j < p read the same x_j
+// and are independent: where `first` is a multiple of 4 (0, or c & ~31 as
+// the callers pass it) the four rows' sums are formed side by side, each
+// in its own order (eight chains at once instead of two: the solve waited
+// on the latency of its adds), then the rows' tails one after another.
 template <class L, class X>
 CHUNKINV_HD inline void unit_lower_solve_column_from(int C, int c, int first, const L& l, const X& x) {
-  for (int i = first; i < C; ++i) {
-    double xi = (i == c) ? 1.0 : 0.0;
-    const int p = i & ~3;
-    if (p > first) {
-      double acc = 0.0, odd = 0.0;
-      int k = first;
-      if (p + 4 <= C) {
-        for (const int peeled = p & ~7; k < peeled; ++k) {
-          const double t = x(k) * (0.0 + l(i, k));
-          if (k & 1) odd += t;
-          else acc += t;
+  if (first & 3) {  // row by row
+    for (int i = first; i < C; ++i) {
+      double xi = (i == c) ? 1.0 : 0.0;
+      const int p = i & ~3;
+      if (p > first) {
+        double acc = 0.0, odd = 0.0;
+        int k = first;
+        if (p + 4 <= C) {
+          for (const int peeled = p & ~7; k < peeled; ++k) {
+            const double t = x(k) * (0.0 + l(i, k));
+            if (k & 1) odd += t;
+            else acc += t;
+          }
+          acc = acc + odd;
         }
-        acc = acc + odd;
+        for (; k < p; ++k) acc += x(k) * (0.0 + l(i, k));
+        xi = acc * -1.0 + xi;
       }
-      for (; k < p; ++k) acc += x(k) * (0.0 + l(i, k));
-      xi = acc * -1.0 + xi;
+      for (int j = p > first ? p : first; j < i; ++j) xi -= x(j) * (0.0 + l(i, j));
+      x(i) = xi;
     }
-    for (int j = p > first ? p : first; j < i; ++j) xi -= x(j) * (0.0 + l(i, j));
-    x(i) = xi;
+    return;
+  }
+  for (int p = first; p < C; p += 4) {  // the panel's rows p .. p + n - 1
+    const int n = C - p < 4 ? C - p : 4;
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    if (p > first) {
+      double odd[4] = {0.0, 0.0, 0.0, 0.0};
+      int k = first;
+      if (p + 4 <= C) {  // a full panel (n = 4)
+        for (const int peeled = p & ~7; k < peeled; ++k) {
+          const double xk = x(k);
+          CHUNKINV_UNROLL
+          for (int r = 0; r < 4; ++r) {
+            const double t = xk * (0.0 + l(p + r, k));
+            if (k & 1) odd[r] += t;
+            else acc[r] += t;
+          }
+        }
+        CHUNKINV_UNROLL
+        for (int r = 0; r < 4; ++r) acc[r] = acc[r] + odd[r];
+      }
+      for (; k < p; ++k) {
+        const double xk = x(k);
+        CHUNKINV_UNROLL
+        for (int r = 0; r < 4; ++r)
+          if (r < n) acc[r] += xk * (0.0 + l(p + r, k));
+      }
+    }
+    CHUNKINV_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      if (r >= n) break;
+      const int i = p + r;
+      double xi = (i == c) ? 1.0 : 0.0;
+      if (p > first) xi = acc[r] * -1.0 + xi;
+      for (int j = p; j < i; ++j) xi -= x(j) * (0.0 + l(i, j));
+      x(i) = xi;
+    }
   }
 }
 template <class L, class X>
