@@ -178,13 +178,10 @@ template <bool kChannel>
 void launch_gold(const GoldOnDevice& a, const Left& left, cudaStream_t stream) {
   const int C = a.chunk, threads = blocks::block_threads(C);
   const size_t smem = blocks::kFlagsBytes + blocks::gold_smem_doubles(C, kChannel) * 8;
-  const int tiles = blocks::tiles_per_thread(C);
-  if (!blocks::gold_columns(C) && tiles == 1) return launch(gold_kernel<1, kChannel, false>, a.n, threads, smem, stream, a, left);
-  if (!blocks::gold_columns(C) && tiles == 2) return launch(gold_kernel<2, kChannel, false>, a.n, threads, smem, stream, a, left);
-  if (blocks::gold_columns(C) && tiles == 2) return launch(gold_kernel<2, kChannel, true>, a.n, threads, smem, stream, a, left);
-  if (blocks::gold_columns(C) && tiles == 3) return launch(gold_kernel<3, kChannel, true>, a.n, threads, smem, stream, a, left);
-  if (blocks::gold_columns(C) && tiles == 4) return launch(gold_kernel<4, kChannel, true>, a.n, threads, smem, stream, a, left);
-  throw std::logic_error("gold_on_device: a shape of pair tiles and X not instantiated");
+  if (!blocks::with_gold_shape(C, [&]<int kTiles, bool kColumns>() {
+        launch(gold_kernel<kTiles, kChannel, kColumns>, a.n, threads, smem, stream, a, left);
+      }))
+    throw std::logic_error("gold_on_device: a shape of pair tiles and X not instantiated");
 }
 
 }  // namespace

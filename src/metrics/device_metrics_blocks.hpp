@@ -261,6 +261,23 @@ CHUNKINV_HD inline void write_reference_fast(double* o, int C, const BlockFlags*
   o[3] = inv_ok ? hd::from_bits(fl->max_bits) : INFINITY;
 }
 
+// The gold's instantiations, one per shape of chunk: (tiles per thread,
+// X by columns) = (1, no) up to C = 22, (2, no) at 23-32, (2, yes) at
+// 33-46, (3, yes) at 47-56 and (4, yes) at 57-64. Calls f.template
+// operator()<tiles, columns>() with C's; false if C has none. The launch
+// and the CPU tests both dispatch through it.
+template <class F>
+bool with_gold_shape(int C, F&& f) {
+  const int tiles = tiles_per_thread(C);
+  const bool columns = gold_columns(C);
+  if (!columns && tiles == 1) return f.template operator()<1, false>(), true;
+  if (!columns && tiles == 2) return f.template operator()<2, false>(), true;
+  if (columns && tiles == 2) return f.template operator()<2, true>(), true;
+  if (columns && tiles == 3) return f.template operator()<3, true>(), true;
+  if (columns && tiles == 4) return f.template operator()<4, true>(), true;
+  return false;
+}
+
 // c + a b where a b is exact (a and b BF16 values, widened: the product has
 // at most 16 significant bits and neither overflows nor underflows FP64):
 // then rounding a b first changes nothing, and the fused form, rounded once,

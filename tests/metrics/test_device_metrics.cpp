@@ -76,13 +76,10 @@ void gold_on_host_as(const gpu::GoldOnDevice& a) {
   const HostBlock blk{block_threads(C)};
   std::vector<int> slow(size_t(a.n), -1);
   for (long s = 0; s < a.n; ++s) {
-    const int tiles = tiles_per_thread(C);
-    if (!gold_columns(C) && tiles == 1) gold_program<1, kChannel, false>(blk, a, s, sm.data(), &fl, slow.data());
-    else if (!gold_columns(C) && tiles == 2) gold_program<2, kChannel, false>(blk, a, s, sm.data(), &fl, slow.data());
-    else if (gold_columns(C) && tiles == 2) gold_program<2, kChannel, true>(blk, a, s, sm.data(), &fl, slow.data());
-    else if (gold_columns(C) && tiles == 3) gold_program<3, kChannel, true>(blk, a, s, sm.data(), &fl, slow.data());
-    else if (gold_columns(C) && tiles == 4) gold_program<4, kChannel, true>(blk, a, s, sm.data(), &fl, slow.data());
-    else FAIL() << "tiles per thread " << tiles << ", columns " << gold_columns(C);
+    if (!with_gold_shape(C, [&]<int kTiles, bool kColumns>() {
+          gold_program<kTiles, kChannel, kColumns>(blk, a, s, sm.data(), &fl, slow.data());
+        }))
+      FAIL() << "tiles per thread " << tiles_per_thread(C) << ", columns " << gold_columns(C);
     if (!a.reference) continue;
     // As gold_on_device runs it: the samples the gold's tail leaves go to the full reference program.
     if (slow[size_t(s)]) {
@@ -243,7 +240,7 @@ Batch extreme_batch(bool channel, int C, int d, int n, uint64_t seed) {
 std::vector<Batch> gold_batches(int n) {
   std::vector<Batch> v;
   uint64_t seed = 101;
-  for (int C : {2, 5, 16, 33, 48, 64})  // 48: three pair tiles a thread
+  for (int C : {2, 5, 16, 32, 33, 48, 64})  // every shape of with_gold_shape
     for (int d : {1, 7, 128}) {
       for (bool channel : {false, true}) {
         v.push_back(family_batch("model_like", channel, C, d, n, seed++));
