@@ -237,7 +237,8 @@ TEST(Resume, RefusesACheckpointOfAnotherRunInOneLine) {
   for (const Case& c : {Case{"'800'", "'801'", "samples: 800 there, 801 here"},
                         Case{"'gold,emulated'", "'emulated'", "paths"},
                         Case{"'chunk=[16,32,48]'", "'chunk=[16,32]'", "entries"},
-                        Case{"'dim=64'", "'dim=64' --seed 3", "seed: 0 there, 3 here"}}) {
+                        Case{"'dim=64'", "'dim=64' --seed 3", "seed: 0 there, 3 here"},
+                        Case{"'dim=64'", "'dim=64' --metrics inv_finite", "metrics"}}) {
     std::string args = base;
     args.replace(args.find(c.from), c.from.size(), c.to);
     const Proc p = sh(dir, args + " --resume");
