@@ -182,7 +182,7 @@ void run(const RunArgs& a) {
   const uint64_t max_memory = a.max_memory.empty() ? 0 : parse_size("--max-memory", a.max_memory);
   const double every = a.checkpoint_every.empty() ? 10.0 : double(parse_count("--checkpoint-every", a.checkpoint_every, 0, 86400));
   if (!a.paths.empty()) parse_paths(a.paths);  // a typo is named even when nothing else is given
-  if (!a.metrics.empty()) parse_metric_list(a.metrics, "--metrics");
+  const std::vector<std::string> cli_metrics = parse_metric_list(a.metrics, "--metrics");
   std::optional<Shard> shard;
   if (!a.shard.empty()) shard = parse_shard(a.shard);
   std::optional<StopRule> until;
@@ -254,12 +254,10 @@ void run(const RunArgs& a) {
   opt.threads = threads;
   opt.progress = false;  // the bar below covers the whole run
   opt.batch = cli_batch ? cli_batch : kDefaultBatch;
-  const std::string metrics_list = a.metrics.empty() ? spec.metrics : a.metrics;
-  opt.metrics = parse_metric_list(metrics_list, a.metrics.empty() ? "the config's \"metrics\"" : "--metrics");
-  if (until && !opt.metrics.empty() &&
-      std::find(opt.metrics.begin(), opt.metrics.end(), canonical_metric_name(until->metric)) == opt.metrics.end())
+  opt.metrics = a.metrics.empty() ? spec.metrics : cli_metrics;
+  if (until && !opt.metrics.empty() && std::find(opt.metrics.begin(), opt.metrics.end(), until->metric) == opt.metrics.end())
     throw UsageError(fmt::format("{}: the stop rule's metric {} is not one of --metrics {}", until->text, until->metric,
-                                 metrics_list));
+                                 fmt::join(opt.metrics, ",")));
   Runner runner(paths, opt);
   const Plan plan = runner.plan(points);
   size_t entries = 0;

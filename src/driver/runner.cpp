@@ -146,7 +146,7 @@ void Runner::run(const Group& group, uint64_t seed, SampleRange range, Sink& sin
     r.values.resize(group.tasks.size());
     for (size_t t = 0; t < group.tasks.size(); ++t) r.values[t].resize(bn * group.tasks[t].metrics->size());
     pool_.parallel_for(bn, [&](size_t i) {
-      std::vector<double> all;  // every value evaluate() gives, where the task reports fewer
+      thread_local std::vector<double> all;  // every value evaluate() gives, where the task reports fewer
       for (size_t t = 0; t < group.tasks.size(); ++t) {
         const Task& task = group.tasks[t];
         double* v = r.values[t].data() + i * task.metrics->size();

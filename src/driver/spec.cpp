@@ -304,8 +304,7 @@ ExperimentSpec parse_config(std::string_view text, const std::string& file) {
   };
   if (j.contains("paths")) spec.paths = name_list("paths", "path names (\"gold\", \"emulated\", ...)");
   if (j.contains("metrics")) {
-    spec.metrics = name_list("metrics", "metric names (\"inv_finite\", ...)");
-    parse_metric_list(spec.metrics, where + "\"metrics\" =");
+    spec.metrics = parse_metric_list(name_list("metrics", "metric names (\"inv_finite\", ...)"), where + "\"metrics\" =");
   }
   if (!j.contains("experiments") || !j["experiments"].is_array() || j["experiments"].empty())
     throw UsageError(where + "\"experiments\" must be a non-empty list of axis objects");

@@ -20,7 +20,7 @@ struct ExperimentSpec {
   uint64_t samples = 1000;
   uint64_t seed = 0;
   std::string paths = "gold,emulated";  // as parse_paths takes them
-  std::string metrics;                  // as parse_metric_list takes them; empty: every metric
+  std::vector<std::string> metrics;     // parse_metric_list's; empty: every metric
   // Axes set with -a (apply_axis): expand() requires each to be taken by
   // some family of some grid; a config's axes are checked per grid on load.
   std::set<std::string> cli_axes;
