@@ -85,11 +85,11 @@ __device__ inline void leave_if_slow(const Left& left, long s) {
 }
 constexpr int kSlowGrid = 1024;  // blocks of a full-program kernel: the left samples are few
 
-template <int kMaxTiles, bool kChannel, bool kColumns>
+template <int kMaxTiles, bool kChannel, bool kColumns, bool kTensor>
 __global__ void gold_kernel(GoldOnDevice a, Left left) {
   const Smem m = carve();
   const long s = long(blockIdx.x);
-  blocks::gold_program<kMaxTiles, kChannel, kColumns>(DeviceBlock{int(blockDim.x)}, a, s, m.sm, m.fl, left.flags);
+  blocks::gold_program<kMaxTiles, kChannel, kColumns, kTensor>(DeviceBlock{int(blockDim.x)}, a, s, m.sm, m.fl, left.flags);
   if (a.reference) leave_if_slow(left, s);
 }
 
@@ -178,8 +178,9 @@ template <bool kChannel>
 void launch_gold(const GoldOnDevice& a, const Left& left, cudaStream_t stream) {
   const int C = a.chunk, threads = blocks::block_threads(C);
   const size_t smem = blocks::kFlagsBytes + blocks::gold_smem_doubles(C, kChannel) * 8;
-  if (!blocks::with_gold_shape(C, [&]<int kTiles, bool kColumns>() {
-        launch(gold_kernel<kTiles, kChannel, kColumns>, a.n, threads, smem, stream, a, left);
+  if (!blocks::with_gold_shape(C, [&]<int kTiles, bool kColumns, bool kTensor>() {
+        // Per-channel gates have no tensor-core form: one instantiation either way.
+        launch(gold_kernel<kTiles, kChannel, kColumns, kTensor && !kChannel>, a.n, threads, smem, stream, a, left);
       }))
     throw std::logic_error("gold_on_device: a shape of pair tiles and X not instantiated");
 }

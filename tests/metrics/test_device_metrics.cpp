@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -76,8 +77,8 @@ void gold_on_host_as(const gpu::GoldOnDevice& a) {
   const HostBlock blk{block_threads(C)};
   std::vector<int> slow(size_t(a.n), -1);
   for (long s = 0; s < a.n; ++s) {
-    if (!with_gold_shape(C, [&]<int kTiles, bool kColumns>() {
-          gold_program<kTiles, kChannel, kColumns>(blk, a, s, sm.data(), &fl, slow.data());
+    if (!with_gold_shape(C, [&]<int kTiles, bool kColumns, bool kTensor>() {
+          gold_program<kTiles, kChannel, kColumns, kTensor && !kChannel>(blk, a, s, sm.data(), &fl, slow.data());
         }))
       FAIL() << "tiles per thread " << tiles_per_thread(C) << ", columns " << gold_columns(C);
     if (!a.reference) continue;
@@ -200,10 +201,9 @@ Batch family_batch(const std::string& family, bool channel, int C, int d, int n,
   return b;
 }
 
-// Hand-made samples at the edges: huge and tiny BF16 keys, gates of 0,
-// -1e-300, -800 (subnormal and zero decays), -inf and NaN (NaN in L),
-// beta outside (0, 1).
-Batch extreme_batch(bool channel, int C, int d, int n, uint64_t seed) {
+// n hand-made samples: fill(s, i, rng) draws sample i's keys, g and beta.
+template <class Fill>
+Batch hand_made_batch(const std::string& what, bool channel, int C, int d, int n, uint64_t seed, const Fill& fill) {
   TestRng rng(seed);
   Batch b;
   b.C = C;
@@ -213,6 +213,20 @@ Batch extreme_batch(bool channel, int C, int d, int n, uint64_t seed) {
     s.chunk = C;
     s.dim = d;
     s.gating = channel ? Gating::kChannel : Gating::kToken;
+    fill(s, i, rng);
+    b.samples.push_back(std::move(s));
+  }
+  b.w = b.samples[0].gate_width();
+  b.what = what + (channel ? " gating=channel" : "") + " C=" + std::to_string(C) + " d=" + std::to_string(d);
+  b.pack();
+  return b;
+}
+
+// Hand-made samples at the edges: huge and tiny BF16 keys, gates of 0,
+// -1e-300, -800 (subnormal and zero decays), -inf and NaN (NaN in L),
+// beta outside (0, 1).
+Batch extreme_batch(bool channel, int C, int d, int n, uint64_t seed) {
+  return hand_made_batch("extreme", channel, C, d, n, seed, [&](Sample& s, int i, TestRng& rng) {
     const double kscale = std::pow(10.0, rng.uniform(-38.0, 37.0) * (i % 3 == 0));
     for (int e = 0; e < C * d; ++e) s.keys.push_back(bf16(rng.normal() * kscale));
     const int gw = s.gate_width();
@@ -228,19 +242,33 @@ Batch extreme_batch(bool channel, int C, int d, int n, uint64_t seed) {
       s.g.push_back(v);
     }
     for (int t = 0; t < C; ++t) s.beta.push_back(i % 5 == 4 ? rng.normal() * 1e3 : rng.uniform());
-    b.samples.push_back(std::move(s));
-  }
-  b.w = b.samples[0].gate_width();
-  b.what = std::string("extreme") + (channel ? " gating=channel" : "") + " C=" + std::to_string(C) +
-           " d=" + std::to_string(d);
-  b.pack();
-  return b;
+  });
+}
+
+// Keys whose pairs the gold's tensor-core dot products must leave to the
+// sum in channel order (device_metrics_blocks.hpp, RowBits): keys of
+// magnitudes 2^-60 to 2^20 in one row (partial sums that round), a row of
+// zeros and two orthogonal rows (dot products of exactly zero), and in
+// some samples an infinite key (inf and NaN in L); per-token gates.
+Batch wide_batch(int C, int d, int n, uint64_t seed) {
+  return hand_made_batch("wide keys", false, C, d, n, seed, [&](Sample& s, int i, TestRng& rng) {
+    for (int r = 0; r < C; ++r)
+      for (int c = 0; c < d; ++c) {
+        double k = bf16(rng.normal() * std::exp2(std::floor(rng.uniform(-60.0, 20.0))));
+        if (r == 1 && i % 2 == 1) k = 0.0;
+        if (r == 2 || r == 3) k = c == r - 2 ? 1.0 : 0.0;
+        if (r == 4 && c == 0 && i % 3 == 2) k = INFINITY;
+        s.keys.push_back(k);
+      }
+    for (int t = 0; t < C; ++t) s.g.push_back(-rng.uniform(0.0, 3.0));
+    for (int t = 0; t < C; ++t) s.beta.push_back(rng.uniform());
+  });
 }
 
 std::vector<Batch> gold_batches(int n) {
   std::vector<Batch> v;
   uint64_t seed = 101;
-  for (int C : {2, 5, 16, 32, 33, 48, 64})  // every shape of with_gold_shape
+  for (int C : {2, 5, 16, 20, 32, 33, 48, 64})  // every shape of with_gold_shape
     for (int d : {1, 7, 128}) {
       for (bool channel : {false, true}) {
         v.push_back(family_batch("model_like", channel, C, d, n, seed++));
@@ -248,6 +276,7 @@ std::vector<Batch> gold_batches(int n) {
         v.push_back(extreme_batch(channel, C, d, n, seed++));
       }
       v.push_back(family_batch("weak_decay_correlated", false, C, d, n, seed++));
+      v.push_back(wide_batch(C, d, n, seed++));
     }
   return v;
 }
@@ -446,6 +475,76 @@ std::vector<Batch> metric_batches(int n) {
 }
 
 }  // namespace
+
+// The bound under which the gold takes the tensor cores' dot products
+// (device_metrics_blocks.hpp, RowBits): wherever it holds, every order of
+// the sum gives the channel order's bits. Rows of BF16 keys whose
+// magnitudes span 0 to 2^-E (E up to 50, zeros too) put pairs on both
+// sides of it; where it fails, some orders do differ, so the rows reach
+// the sums that round and a laxer bound would be caught.
+TEST(DeviceMetrics, TensorCoreBoundLeavesOnlyExactSums) {
+  TestRng rng(77);
+  long held = 0, failed = 0, failed_and_differ = 0;
+  for (int trial = 0; trial < 40000; ++trial) {
+    const int d = std::array{1, 4, 7, 32, 128}[trial % 5];
+    std::vector<uint16_t> row[2];
+    for (auto& r : row) {
+      const double span = std::floor(rng.uniform(0.0, 50.0));
+      for (int c = 0; c < d; ++c) {
+        double k = bf16(rng.normal() * std::exp2(-std::floor(rng.uniform(0.0, span + 1.0))));
+        if (rng.integer(16) == 0) k = 0.0;
+        r.push_back(bf16_bits(k));
+      }
+    }
+    const bool exact = gpu::blocks::dmma_exact(gpu::blocks::dmma_row_width(row[0].data(), d),
+                                               gpu::blocks::dmma_row_width(row[1].data(), d), d);
+    // The channel order, the reverse, even and odd channels apart, and groups of 4 summed first.
+    auto p = [&](int c) { return fp64::bf16_value(row[0][size_t(c)]) * fp64::bf16_value(row[1][size_t(c)]); };
+    const double forward = gpu::blocks::exact_dot(row[0].data(), row[1].data(), d);
+    double reverse = 0.0, even = 0.0, odd = 0.0, grouped = 0.0;
+    for (int c = d - 1; c >= 0; --c) reverse += p(c);
+    for (int c = 0; c < d; ++c) (c % 2 ? odd : even) += p(c);
+    for (int c = 0; c < d; c += 4) {
+      double g = 0.0;
+      for (int u = c; u < std::min(d, c + 4); ++u) g += p(u);
+      grouped += g;
+    }
+    const bool same = gputest::same_double(forward, reverse) && gputest::same_double(forward, even + odd) &&
+                      gputest::same_double(forward, grouped);
+    if (exact) {
+      ++held;
+      if (!same) ADD_FAILURE() << "d = " << d << ": the bound holds, and an order differs from the channel order's "
+                               << forward;
+    } else {
+      ++failed;
+      failed_and_differ += !same;
+    }
+  }
+  std::printf("tensor-core bound: held for %ld pairs, failed for %ld (%ld of them with sums whose order matters)\n",
+              held, failed, failed_and_differ);
+  EXPECT_GT(held, 10000);
+  EXPECT_GT(failed_and_differ, 100);
+}
+
+// Every chunk the tensor cores take fits its instantiation: a warp's
+// tiles within the accumulators it has, a thread for each staged key row.
+TEST(DeviceMetrics, TensorCoreShapesFitTheirInstantiations) {
+  using namespace gpu::blocks;
+  int taken = 0;
+  for (int C = 2; C <= gpu::kMaxMetricsChunk; ++C) {
+    EXPECT_TRUE(with_gold_shape(C, [&]<int kTiles, bool kColumns, bool kTensor>() {
+      EXPECT_EQ(kTensor, gold_tensor_cores(C)) << "C = " << C;
+      if (!kTensor) return;
+      ++taken;
+      EXPECT_LE(dmma_tiles_per_warp(C), dmma_max_tiles(kTiles, kColumns)) << "C = " << C;
+      EXPECT_LE(8 * dmma_row_blocks(C), block_threads(C)) << "C = " << C;
+      EXPECT_EQ(dmma_stride(C) % 16, 4) << "C = " << C;
+      EXPECT_GE(dmma_stride(C), 8 * dmma_row_blocks(C)) << "C = " << C;
+      EXPECT_LE(C, 2 * reference_slab_stride(C)) << "C = " << C;  // the rows' widths, in the slab before m.acc
+    })) << "C = " << C;
+  }
+  EXPECT_EQ(taken, gpu::kMaxMetricsChunk - 16);
+}
 
 TEST(DeviceMetrics, MetricSetsHaveTheCountsTheDeviceWrites) {
   EXPECT_EQ(method_metrics(find_method("neumann")).size(), size_t(gpu::kNeumannMetricCount));
