@@ -526,6 +526,35 @@ TEST(DeviceMetrics, TensorCoreBoundLeavesOnlyExactSums) {
   EXPECT_GT(failed_and_differ, 100);
 }
 
+// How often the bound sends a pair of model_like keys back to the channel
+// order: rarely, or the tensor cores would save little (each such pair is
+// one thread's serial sum from device memory).
+TEST(DeviceMetrics, TensorCoreBoundTakesAlmostEveryModelLikePair) {
+  const int C = 64, d = 128, n = 4000;
+  Configuration c = gputest::config("model_like", C, d);
+  find_family("model_like").complete(c);
+  long pairs = 0, again = 0, samples = 0;
+  for (int i = 0; i < n; ++i) {
+    const Sample s = find_family("model_like").make(c, 0, uint64_t(i));
+    std::vector<double> w(C);
+    for (int r = 0; r < C; ++r) {
+      gpu::blocks::RowBits b;
+      for (int k = 0; k < d; ++k) b.add(bf16_bits(s.keys[size_t(r) * d + size_t(k)]));
+      w[size_t(r)] = b.width();
+    }
+    long here = 0;
+    for (int a = 1; a < C; ++a)
+      for (int b = 0; b < a; ++b) here += !gpu::blocks::dmma_exact(w[size_t(a)], w[size_t(b)], d);
+    pairs += C * (C - 1) / 2;
+    again += here;
+    samples += here > 0;
+  }
+  std::printf("model_like C = %d, d = %d, %d samples (seed 0): %ld of %ld pairs (%.3g%%) summed again in channel "
+              "order, in %ld samples\n",
+              C, d, n, again, pairs, 100.0 * double(again) / double(pairs), samples);
+  EXPECT_LT(again * 500, pairs);  // below 0.2%
+}
+
 // Every chunk the tensor cores take fits its instantiation: a warp's
 // tiles within the accumulators it has, a thread for each staged key row.
 TEST(DeviceMetrics, TensorCoreShapesFitTheirInstantiations) {
