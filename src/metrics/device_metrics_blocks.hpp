@@ -417,8 +417,9 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
   // FP64 units' 2 x 2 tiles otherwise.
   constexpr bool kTc = !kChannel && kTensor;
   auto acc = blk.template local<std::conditional_t<kTc, AccDmma, Acc>>();
-  // The staged keys: channel-major, rows 0..KR-1 (C.. zero), KS doubles a channel.
-  const int KR = kTc ? 8 * dmma_row_blocks(C) : CP, KS = kTc ? dmma_stride(C) : CP;
+  // The tensor cores' staged keys: channel-major, rows 0..KR-1 (C.. zero),
+  // KS doubles a channel (the FP64 units' take CP rows, CP apart).
+  const int KR = 8 * dmma_row_blocks(C), KS = dmma_stride(C);
   double* const width = m.terms;  // RowBits::width of each row, until the reference's tail uses the space
   // Thread t's diagonal pair is (2t + 1, 2t) where t < TR; a thread without
   // one, or without a q-th tile, forms the pairs of rows and columns 0 and
@@ -451,13 +452,13 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
 
   for (int k0 = 0; k0 < d; k0 += kKeyTile) {
     const int kn = d - k0 < kKeyTile ? d - k0 : kKeyTile;
-    const int kn4 = kTc ? (kn + 3) & ~3 : kn;  // the MMA's channels: kn and zeros to a multiple of 4
+    const int kn4 = (kn + 3) & ~3;  // the MMA's channels: kn and zeros to a multiple of 4
     blk.each([&](int t) {
-      // Keys of channels k0..k0+kn-1 as doubles, channel-major; rows C..KR-1
-      // zero. Consecutive threads take consecutive rows (stores to
-      // consecutive addresses); with whole groups of 8 channels a thread
-      // reads 8 at once (16 bytes). Per-token gates: thread t takes row t
-      // (KR <= T), whose RowBits it keeps.
+      // Keys of channels k0..k0+kn-1 as doubles, channel-major; rows C..CP-1
+      // (C..KR-1 on tensor cores) zero. Consecutive threads take
+      // consecutive rows (stores to consecutive addresses); with whole
+      // groups of 8 channels a thread reads 8 at once (16 bytes). On tensor
+      // cores thread t takes row t (KR <= T), whose RowBits it keeps.
       if constexpr (kTc) {
         if (t >= KR) return;
         RowBits& rb = acc[t].row;
@@ -481,17 +482,17 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
         return;
       }
       if (d % 8 == 0 && kn % 8 == 0) {
-        for (int e = t; e < KR * (kn / 8); e += T) {
-          const int r = e % KR, k8 = 8 * (e / KR);
+        for (int e = t; e < CP * (kn / 8); e += T) {
+          const int r = e % CP, k8 = 8 * (e / CP);
           uint16_t b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
           if (r < C) load_8(keys + size_t(r) * d + k0 + k8, b);
           CHUNKINV_UNROLL
-          for (int u = 0; u < 8; ++u) m.keyt[(k8 + u) * KS + r] = r < C ? fp64::bf16_value(b[u]) : 0.0;
+          for (int u = 0; u < 8; ++u) m.keyt[(k8 + u) * CP + r] = r < C ? fp64::bf16_value(b[u]) : 0.0;
         }
       } else {
-        for (int e = t; e < KR * kn4; e += T) {
-          const int r = e % KR, kk = e / KR;
-          m.keyt[kk * KS + r] = r < C && kk < kn ? fp64::bf16_value(keys[size_t(r) * d + k0 + kk]) : 0.0;
+        for (int e = t; e < CP * kn; e += T) {
+          const int r = e % CP, kk = e / CP;
+          m.keyt[kk * CP + r] = r < C ? fp64::bf16_value(keys[size_t(r) * d + k0 + kk]) : 0.0;
         }
       }
       if (kChannel)  // G cumulated per channel in FP64, token order
