@@ -17,7 +17,8 @@
 // Each lane of the group then sums the squares in column order (the CPU's
 // order, so the same norm: one serial sum per row, which is why a row does
 // not take a whole warp), and the group divides and rounds the columns to
-// BF16. Per-channel gates are drawn by the same group, pair by pair.
+// BF16 (Bf16Divider: a product by the norm's reciprocal where that is
+// provably the division's BF16 value). Per-channel gates are drawn by the same group, pair by pair.
 // token_values: one thread per pair of tokens of a sample (beta, per-token g).
 #include "inputs/device_families.hpp"
 
@@ -127,10 +128,10 @@ __global__ void key_rows(GenArgs a, int G) {
     if (active) {
       double norm2 = 0.0;  // column order, as the CPU sums
       for (int c = 0; c < d; ++c) norm2 += v[c] * v[c];
-      const double norm = sqrt(norm2);
+      const Bf16Divider by_norm(sqrt(norm2));  // round_to(v[c] / norm, kBF16), one division a row
       uint16_t* keys = a.out.keys + size_t(t) * (K == Kind::kWeakDecayCorrelated ? C : 1) * d;
       for (int c = g; c < d; c += G) {
-        const double k = round_to(v[c] / norm, kBF16);
+        const double k = by_norm(v[c]);
         // 0/0 (a row of exact zeros, p < 2^-52 at d = 1) is NaN: the CPU's is
         // x86's default NaN, 0xFFF8..., whose BF16 pattern is 0xFFC0.
         const uint16_t bits = isnan(k) ? uint16_t(0xFFC0) : hd::exact_bf16_bits(k);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 
 #include "core/fp.hpp"
 
@@ -111,4 +112,50 @@ TEST(Formats, OverflowSubnormalsAndNaN) {
   EXPECT_EQ(round_to(-(1.0 + std::ldexp(1.0, -23) * 1.5), kFP32, Rounding::kTowardZero), -(1.0 + std::ldexp(1.0, -23)));
   EXPECT_EQ(ftz32(std::ldexp(1.0, -127)), 0.0);
   EXPECT_EQ(ftz32(std::ldexp(1.0, -126)), std::ldexp(1.0, -126));
+}
+
+namespace {
+
+// Whether a and b are the same double, NaN matching any NaN.
+bool same_value(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+}  // namespace
+
+// Bf16Divider against the division it replaces: quotients spread over the
+// whole range, quotients placed within +-40 units of BF16 midpoints (the
+// band where the shortcut must give way to the division; exact ties
+// included), and zeros, infinities, NaN and subnormals.
+TEST(Formats, Bf16DividerIsTheDivisionRounded) {
+  std::mt19937_64 gen(7);
+  std::uniform_real_distribution<double> unit(1.0, 2.0);
+  std::uniform_int_distribution<int> expo(-140, 140), small(-40, 40), mant(0, 127);
+  int checked = 0, near = 0;
+  auto check = [&](double x, double y) {
+    const double want = round_to(x / y, kBF16), got = Bf16Divider(y)(x);
+    ASSERT_TRUE(same_value(got, want)) << std::hexfloat << x << " / " << y << ": " << got << " against " << want;
+    ++checked;
+  };
+  for (int n = 0; n < 200000; ++n) {
+    const double y = std::ldexp(unit(gen), expo(gen)) * (n & 1 ? -1 : 1);
+    check(std::ldexp(unit(gen), expo(gen)) * (n & 2 ? -1 : 1), y);
+    // A midpoint m between BF16 neighbours of a random binade, moved k units of
+    // its double's last place; x = m y rounded, so x / y is within a unit of it.
+    const int e = std::uniform_int_distribution<int>(-125, 126)(gen), k = small(gen);
+    const double m = std::ldexp(1.0 + (2 * mant(gen) + 1) * 0x1p-8, e);
+    const double t = std::ldexp(std::ldexp(m, -e) + k * 0x1p-52, e);
+    check(t * y, y);
+    near += (k >= -20 && k <= 20);
+    // A power-of-two y makes x / y exactly the midpoint: a tie, to even.
+    const double p = std::ldexp(1.0, expo(gen));
+    check(m * p, p);
+  }
+  const double odd[] = {0.0, -0.0, 0x1p-1074, -0x1p-1030, 0x1p-1022, 0x1p1022, 0x1.fffffffffffffp1023, 1e300,
+                        INFINITY, -INFINITY, NAN, 1.0, -3.0, 0x1p-126, 0x1.FEp127, 0x1.FFp127};
+  for (double x : odd)
+    for (double y : odd) check(x, y);
+  EXPECT_GT(near, 80000);
+  EXPECT_EQ(checked, 3 * 200000 + 16 * 16);
 }
