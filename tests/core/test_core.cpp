@@ -2,9 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <set>
+#include <vector>
 
 #include "core/detmath.hpp"
+#include "core/detmath_hd.hpp"
 #include "core/rng.hpp"
 #include "core/thread_pool.hpp"
 
@@ -29,6 +33,29 @@ TEST(DetMath, ExpLogExp2WithinTwoUlpsOfLibm) {
   EXPECT_EQ(detmath::exp(-800.0), 0.0);
   EXPECT_TRUE(std::isinf(detmath::exp(710.0)));
   EXPECT_NEAR(detmath::sigmoid(0.0), 0.5, 0.0);
+}
+
+// The log's frexp from the bits is std::frexp: every binade's ends and
+// middle, subnormals, and random doubles.
+TEST(DetMath, FrexpOfPositivesIsStdFrexp) {
+  std::vector<double> xs = {0x1p-1074, 0x1p-1060, 0x0.fffffffffffffp-1022, 0x1p-1022, 0x1.fffffffffffffp1023, 1.0,
+                            0.5, 0.70710678118654752};
+  for (int b = -1022; b <= 1023; ++b)
+    for (double m : {1.0, 1.5, 0x1.fffffffffffffp0, 0x1.0000000000001p0}) xs.push_back(std::ldexp(m, b));
+  const Rng rng(11, 0, Stream::kUser);
+  for (int i = 0; i < 100000; ++i) {
+    const auto w = rng.block(uint64_t(i));
+    const uint64_t u = ((uint64_t(w[0]) << 32 | w[1]) & 0x7FFFFFFFFFFFFFFFull);
+    double x;
+    std::memcpy(&x, &u, 8);
+    if (std::isfinite(x) && x > 0) xs.push_back(x);
+  }
+  for (double x : xs) {
+    int e1 = 0, e2 = 0;
+    const double m1 = detmath::hd::frexp_positive(x, e1), m2 = std::frexp(x, &e2);
+    ASSERT_EQ(m1, m2) << std::hexfloat << x;
+    ASSERT_EQ(e1, e2) << std::hexfloat << x;
+  }
 }
 
 TEST(Rng, PhiloxKnownAnswers) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/detmath_hd.hpp"
@@ -72,6 +73,22 @@ TEST(SharedPhilox, KnownAnswers) {
     const uint64_t seed = k.k0 | uint64_t(k.k1) << 32;
     const auto via_rng = Rng(seed, sample, Stream::kKeys).block(index);
     for (int i = 0; i < 4; ++i) EXPECT_EQ(via_rng[i], k.want.v[i]) << "word " << i;
+  }
+}
+
+// The attempts' coordinates in one product: 2 to_unit - 1 bit for bit, at
+// the ends of the range and on random words.
+TEST(SharedPhilox, SignedUnitIsTwiceTheUnitLessOne) {
+  std::vector<std::pair<uint32_t, uint32_t>> words = {{0, 0}, {0, 0x7FF}, {0, 0x800}, {0x7FFFFFFF, ~0u}, {0x80000000, 0},
+                                                      {~0u, ~0u}, {~0u, 0xFFFFF7FF}, {0x00100000, 0}, {1, 0}};
+  for (uint32_t n = 0; n < 100000; ++n) {
+    const philox::Block b = philox::philox4x32_10({{n, 0, 0, 0}}, 1, 2);
+    words.emplace_back(b.v[0], b.v[1]);
+    words.emplace_back(b.v[2] >> (n % 32), b.v[3]);  // small magnitudes too
+  }
+  for (const auto& [hi, lo] : words) {
+    const double want = 2.0 * philox::to_unit(hi, lo) - 1.0, got = philox::to_signed_unit(hi, lo);
+    ASSERT_EQ(hd::bits(got), hd::bits(want)) << std::hex << hi << " " << lo;
   }
 }
 
