@@ -22,7 +22,8 @@
 //  - inverses: one thread per column (fp64::unit_lower_solve_column); the
 //    threads of a warp walk the same (i, j) so that L's entry is one
 //    broadcast read; on a finite L a warp skips the rows above its first
-//    column (exact, see fp64_order.hpp);
+//    column (exact, see fp64_order.hpp); the gold's solve gives each
+//    column two threads, one for each half of a panel's sums;
 //  - residual product: one thread per entry (fp64::unit_plus_times_lower);
 //  - each rel_rmse is a serial sum: in the full programs (metrics_program,
 //    reference_program) over C^2 entries, the metrics of a sample at once,
@@ -437,7 +438,6 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
     }
     for (int i = t; i < C; i += T) m.beta[i] = a.beta[size_t(s) * C + i];
     for (int e = t; e < packed_size(C); e += T) m.L[e] = 0.0;
-    if (t < 2) m.acc[t] = 0.0;
     if constexpr (!kTc) {
       CHUNKINV_UNROLL
       for (int q = 0; q < kMaxTiles; ++q)
@@ -654,23 +654,60 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
       a.gold_l[size_t(s) * csq + e] = v;
       if (a.gold_l_fp16) a.gold_l_fp16[size_t(s) * csq + e] = fp16_bits_rn(v);
     });
-    const bool finite = fl->l_bad == 0;
+    if (fl->l_bad == 0) {
+      if constexpr (!kColumns)  // rows above the solve's first, +0 (none up to C = 32)
+        for (int c = t; c < C; c += T)
+          for (int i = 0; i < x_first(c); ++i) m.X[size_t(i) * C + c] = 0.0;
+      return;  // the panels below
+    }
+    // Eigen's order from row 0 (inf and NaN can reach every row), one thread a column.
     auto l = [&](int i, int j) { return m.L[packed_at(i, j)]; };
     for (int c = t; c < C; c += T) {
       if constexpr (!kColumns) {
-        fp64::unit_lower_solve_column(C, c, finite ? (c & ~31) : 0, l,
-                                      [&](int i) -> double& { return m.X[size_t(i) * C + c]; });
-      } else if (finite) {  // X's rows from x_first(c)
-        double* col = m.X + x_col(C, c) - x_first(c);
-        fp64::unit_lower_solve_column_from(C, c, x_first(c), l, [&](int i) -> double& { return col[i]; });
-      } else {  // Eigen's order from row 0 (inf and NaN can reach every row), straight into device memory
+        fp64::unit_lower_solve_column(C, c, 0, l, [&](int i) -> double& { return m.X[size_t(i) * C + c]; });
+      } else {  // straight into device memory
         double* col = a.gold_inv + size_t(s) * csq + c;
         fp64::unit_lower_solve_column(C, c, 0, l, [&](int i) -> double& { return col[size_t(i) * C]; });
       }
     }
   });
+  if (fl->l_bad == 0) {
+    // A finite L: each column from x_first(c), its panels shared by two
+    // threads (c, h), t = h C + c (block_threads(C) >= 2C): thread h forms
+    // the sums of rows 2h and 2h + 1 of a panel (fp64::panel_sums, the same
+    // operations in the same order as one thread's), then thread (c, 0) the
+    // panel's rows. One thread a column had left half the block's warps
+    // waiting through the solve (docs/gpu-notes.md, runs 63-64 and 70-72).
+    double* const sums = m.terms;  // 4 C doubles, row r of a panel at r C
+    auto l = [&](int i, int j) { return m.L[packed_at(i, j)]; };
+    auto column = [&](int c) {
+      if constexpr (kColumns) {
+        double* col = m.X + x_col(C, c) - x_first(c);
+        return [col](int i) -> double& { return col[i]; };
+      } else {
+        double* col = m.X + c;
+        return [col, C](int i) -> double& { return col[size_t(i) * C]; };
+      }
+    };
+    for (int p = 0; p < C; p += 4) {
+      blk.each([&](int t) {
+        const int c = t % C, h = t / C;
+        if (h > 1 || p <= x_first(c)) return;
+        double q[2];
+        fp64::panel_sums(C, p, x_first(c), 2 * h, l, column(c), q);
+        sums[(2 * h) * C + c] = q[0];
+        sums[(2 * h + 1) * C + c] = q[1];
+      });
+      blk.each([&](int t) {
+        if (t >= C || p < x_first(t)) return;
+        const double q[4] = {sums[t], sums[C + t], sums[2 * C + t], sums[3 * C + t]};
+        fp64::panel_rows(C, t, p, x_first(t), q, l, column(t));
+      });
+    }
+  }
 
   blk.each([&](int t) {
+    if (t < 2) m.acc[t] = 0.0;  // after the solve, whose sums share the space
     const bool finite = fl->l_bad == 0;
     bool inv_bad = false, upper = false;
     uint64_t max_bits = 0;  // of |entry|: max over non-negative doubles is the max of their bits

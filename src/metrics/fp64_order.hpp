@@ -20,6 +20,57 @@ namespace chunkinv::fp64 {
 // and -0 pass through unchanged.
 CHUNKINV_HD inline double min0(double x) { return (0.0 < x) ? 0.0 : x; }
 
+// The panel loop of unit_lower_solve_column_from (below) in two parts, for callers
+// that share a column's panels between threads (the gold's solve on the
+// GPU): panel_sums forms the sums over j < p of R of panel p's rows, p + r0
+// to p + r0 + R - 1 (rows past the matrix get none), each in its own
+// order, from x(k) for k in [first, p), which must be final; panel_rows
+// turns the panel's four sums into its rows, each finishing with the terms
+// of the rows above it in the panel.
+template <int R, class L, class X>
+CHUNKINV_HD inline void panel_sums(int C, int p, int first, int r0, const L& l, const X& x, double (&acc)[R]) {
+  const int n = C - p < 4 ? C - p : 4;
+  CHUNKINV_UNROLL
+  for (int r = 0; r < R; ++r) acc[r] = 0.0;
+  if (p <= first) return;
+  int k = first;
+  if (p + 4 <= C) {  // a full panel (n = 4)
+    double odd[R];
+    CHUNKINV_UNROLL
+    for (int r = 0; r < R; ++r) odd[r] = 0.0;
+    for (const int peeled = p & ~7; k < peeled; ++k) {
+      const double xk = x(k);
+      CHUNKINV_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const double t = xk * (0.0 + l(p + r0 + r, k));
+        if (k & 1) odd[r] += t;
+        else acc[r] += t;
+      }
+    }
+    CHUNKINV_UNROLL
+    for (int r = 0; r < R; ++r) acc[r] = acc[r] + odd[r];
+  }
+  for (; k < p; ++k) {
+    const double xk = x(k);
+    CHUNKINV_UNROLL
+    for (int r = 0; r < R; ++r)
+      if (r0 + r < n) acc[r] += xk * (0.0 + l(p + r0 + r, k));
+  }
+}
+template <class L, class X>
+CHUNKINV_HD inline void panel_rows(int C, int c, int p, int first, const double (&acc)[4], const L& l, const X& x) {
+  const int n = C - p < 4 ? C - p : 4;
+  CHUNKINV_UNROLL
+  for (int r = 0; r < 4; ++r) {
+    if (r >= n) break;
+    const int i = p + r;
+    double xi = (i == c) ? 1.0 : 0.0;
+    if (p > first) xi = acc[r] * -1.0 + xi;
+    for (int j = p; j < i; ++j) xi -= x(j) * (0.0 + l(i, j));
+    x(i) = xi;
+  }
+}
+
 // Column c of (I + L)^-1 for a strictly lower L, as
 // `(I + L).triangularView<UnitLower>().solve(I)` forms it on row-major
 // matrices (methods/exact.cpp). Eigen solves X^T (I + L)^T = I column panel by
@@ -74,42 +125,12 @@ CHUNKINV_HD inline void unit_lower_solve_column_from(int C, int c, int first, co
     return;
   }
   for (int p = first; p < C; p += 4) {  // the panel's rows p .. p + n - 1
-    const int n = C - p < 4 ? C - p : 4;
-    double acc[4] = {0.0, 0.0, 0.0, 0.0};
-    if (p > first) {
-      double odd[4] = {0.0, 0.0, 0.0, 0.0};
-      int k = first;
-      if (p + 4 <= C) {  // a full panel (n = 4)
-        for (const int peeled = p & ~7; k < peeled; ++k) {
-          const double xk = x(k);
-          CHUNKINV_UNROLL
-          for (int r = 0; r < 4; ++r) {
-            const double t = xk * (0.0 + l(p + r, k));
-            if (k & 1) odd[r] += t;
-            else acc[r] += t;
-          }
-        }
-        CHUNKINV_UNROLL
-        for (int r = 0; r < 4; ++r) acc[r] = acc[r] + odd[r];
-      }
-      for (; k < p; ++k) {
-        const double xk = x(k);
-        CHUNKINV_UNROLL
-        for (int r = 0; r < 4; ++r)
-          if (r < n) acc[r] += xk * (0.0 + l(p + r, k));
-      }
-    }
-    CHUNKINV_UNROLL
-    for (int r = 0; r < 4; ++r) {
-      if (r >= n) break;
-      const int i = p + r;
-      double xi = (i == c) ? 1.0 : 0.0;
-      if (p > first) xi = acc[r] * -1.0 + xi;
-      for (int j = p; j < i; ++j) xi -= x(j) * (0.0 + l(i, j));
-      x(i) = xi;
-    }
+    double acc[4];
+    panel_sums(C, p, first, 0, l, x, acc);
+    panel_rows(C, c, p, first, acc, l, x);
   }
 }
+
 template <class L, class X>
 CHUNKINV_HD inline void unit_lower_solve_column(int C, int c, int first, const L& l, const X& x) {
   for (int i = 0; i < first; ++i) x(i) = 0.0;

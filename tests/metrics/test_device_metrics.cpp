@@ -575,6 +575,17 @@ TEST(DeviceMetrics, TensorCoreShapesFitTheirInstantiations) {
   EXPECT_EQ(taken, gpu::kMaxMetricsChunk - 16);
 }
 
+// The gold's solve shares each column's panels between two threads, whose
+// sums wait for the panel's rows in the reference's slab (before its sums,
+// which the gold zeroes after the solve).
+TEST(DeviceMetrics, SolveSumsFitTheirThreadsAndSpace) {
+  using namespace gpu::blocks;
+  for (int C = 1; C <= gpu::kMaxMetricsChunk; ++C) {
+    EXPECT_GE(block_threads(C), 2 * C) << "C = " << C;
+    EXPECT_LE(size_t(4 * C), reference_slab_doubles(C)) << "C = " << C;
+  }
+}
+
 TEST(DeviceMetrics, MetricSetsHaveTheCountsTheDeviceWrites) {
   EXPECT_EQ(method_metrics(find_method("neumann")).size(), size_t(gpu::kNeumannMetricCount));
   EXPECT_EQ(reference_metrics().size(), size_t(gpu::kReferenceMetricCount));
