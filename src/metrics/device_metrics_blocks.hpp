@@ -139,21 +139,28 @@ CHUNKINV_HD inline void matrix_entries(int C, int T, int t, const F& f) {
 }
 
 // The gold's X (its inverse): C x C, row-major, up to C = 32; above, on a
-// finite L (gold_columns), column by column: column c holds rows
-// x_first(c) = c & ~31 (the solve's first row, fp64_order.hpp; the rows
-// above it are +0 and not kept) to C - 1, in x_len(C, c) doubles from
-// x_col(C, c) on, odd so that a warp's threads, one a column, read
-// different banks: 3,136 doubles at C = 64 instead of 4,096, five blocks an
-// SM instead of four (run 55: the gold 282.9 -> 258.8 ns a sample). At
-// C = 16 and 32 the columns measured slower (15.4 -> 16.8, 56.7 -> 59.8 ns),
-// and save nothing: the staged keys take as much of that space.
+// finite L (gold_columns), column by column. The solve of column c starts
+// at row x_first(c) = c & ~31 (fp64_order.hpp; the threads of a warp walk
+// the same rows), but X keeps only rows x_kept(c) = c & ~3 (the panel of
+// the diagonal) to C - 1: the rows above are +0 (above the diagonal, on a
+// finite L; fp64_order.hpp), not solved for and read as +0. A column takes
+// x_len(C, c) doubles from x_col(C, c) on, odd so that a warp's threads,
+// one a column, read different banks: 2,240 doubles at C = 64, against
+// 3,136 with rows from x_first (five blocks an SM, run 55; the gold 282.9
+// -> 258.8 ns a sample with those against 4,096) and six blocks an SM now
+// (docs/gpu-notes.md, run 75). At C = 16 and 32 the columns measured
+// slower (15.4 -> 16.8, 56.7 -> 59.8 ns), and save nothing: the staged
+// keys take as much of that space.
 CHUNKINV_HD inline bool gold_columns(int C) { return C > 32; }
 CHUNKINV_HD inline int x_first(int c) { return c & ~31; }
-CHUNKINV_HD inline int x_len(int C, int c) { return (C - x_first(c)) | 1; }
+CHUNKINV_HD inline int x_kept(int c) { return c & ~3; }
+CHUNKINV_HD inline int x_len(int C, int c) { return (C - x_kept(c)) | 1; }
+// Columns 4g .. 4g + 3 take (C - 4g) | 1 = C - 4g + e doubles each, e = 1
+// at an even C, 0 at an odd one; the groups g < q = c / 4 before c's take
+// 4 q (C + e) - 8 q (q - 1).
 CHUNKINV_HD inline int x_col(int C, int c) {
-  int base = 0;
-  for (int b = 0; b < (c >> 5); ++b) base += 32 * ((C - 32 * b) | 1);
-  return base + (c & 31) * x_len(C, c);
+  const int q = c / 4, e = 1 - (C & 1);
+  return 4 * q * (C + e) - 8 * q * (q - 1) + (c % 4) * x_len(C, c);
 }
 CHUNKINV_HD inline size_t x_doubles(int C) { return size_t(x_col(C, C - 1)) + size_t(x_len(C, C - 1)); }
 
@@ -680,26 +687,31 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
     // waiting through the solve (docs/gpu-notes.md, runs 63-64 and 70-72).
     double* const sums = m.terms;  // 4 C doubles, row r of a panel at r C
     auto l = [&](int i, int j) { return m.L[packed_at(i, j)]; };
+    // Row i of column c (rows from kept(c) on) and its value (+0 above).
+    auto kept = [](int c) { return kColumns ? x_kept(c) : x_first(c); };
     auto column = [&](int c) {
       if constexpr (kColumns) {
-        double* col = m.X + x_col(C, c) - x_first(c);
+        double* col = m.X + x_col(C, c) - x_kept(c);
         return [col](int i) -> double& { return col[i]; };
       } else {
         double* col = m.X + c;
         return [col, C](int i) -> double& { return col[size_t(i) * C]; };
       }
     };
+    auto value = [&](int c) {
+      return [x = column(c), k = kept(c)](int i) { return i >= k ? x(i) : 0.0; };
+    };
     for (int p = 0; p < C; p += 4) {
       blk.each([&](int t) {
         const int c = t % C, h = t / C;
-        if (h > 1 || p <= x_first(c)) return;
+        if (h > 1 || p <= x_first(c) || p < kept(c)) return;
         double q[2];
-        fp64::panel_sums(C, p, x_first(c), 2 * h, l, column(c), q);
+        fp64::panel_sums(C, p, x_first(c), 2 * h, l, value(c), q);
         sums[(2 * h) * C + c] = q[0];
         sums[(2 * h + 1) * C + c] = q[1];
       });
       blk.each([&](int t) {
-        if (t >= C || p < x_first(t)) return;
+        if (t >= C || p < x_first(t) || p < kept(t)) return;
         const double q[4] = {sums[t], sums[C + t], sums[2 * C + t], sums[3 * C + t]};
         fp64::panel_rows(C, t, p, x_first(t), q, l, column(t));
       });
@@ -717,7 +729,7 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
         v = m.X[e];
         a.gold_inv[size_t(s) * csq + e] = v;
       } else if (finite) {  // +0 above column j's first row
-        v = i >= x_first(j) ? m.X[x_col(C, j) + i - x_first(j)] : 0.0;
+        v = i >= x_kept(j) ? m.X[x_col(C, j) + i - x_kept(j)] : 0.0;
         a.gold_inv[size_t(s) * csq + e] = v;
       } else {  // the solve's own writes, before this phase
         v = a.gold_inv[size_t(s) * csq + e];
@@ -750,9 +762,9 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
         m.terms, m.acc, fl);
   } else {  // C > 32: no entry of X is read above the diagonal
     residual_sums(
-        blk, C, l, [&](int k, int j) { return m.X[x_col(C, j) + k - x_first(j)]; },
+        blk, C, l, [&](int k, int j) { return m.X[x_col(C, j) + k - x_kept(j)]; },
         [&](int i, int j) {
-          const double* xc = m.X + x_col(C, j) - x_first(j);  // column j, its rows j..i in order
+          const double* xc = m.X + x_col(C, j) - x_kept(j);  // column j, its rows j..i in order
           return fp64::unit_plus_times_lower_walk(C, i, j, m.L + packed_at(i, 0), xc + j, xc + i,
                                                   fp64::StrideStep{1});
         },

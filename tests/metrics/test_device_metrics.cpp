@@ -586,6 +586,25 @@ TEST(DeviceMetrics, SolveSumsFitTheirThreadsAndSpace) {
   }
 }
 
+// The gold's X by columns (C > 32): each column from the panel of its
+// diagonal, odd lengths laid end to end; six blocks of C = 64 (per-token
+// gates) fit an sm_90 multiprocessor's 228 KB, with its 1 KB a block.
+TEST(DeviceMetrics, GoldColumnsTileTheirSpace) {
+  using namespace gpu::blocks;
+  for (int C = 33; C <= gpu::kMaxMetricsChunk; ++C) {
+    int at = 0;
+    for (int c = 0; c < C; ++c) {
+      EXPECT_EQ(x_col(C, c), at) << "C = " << C << ", column " << c;
+      EXPECT_EQ(x_len(C, c) % 2, 1);
+      EXPECT_GE(x_len(C, c), C - x_kept(c));
+      EXPECT_TRUE(x_kept(c) <= c && x_kept(c) % 4 == 0 && x_kept(c) >= x_first(c));
+      at += x_len(C, c);
+    }
+    EXPECT_EQ(x_doubles(C), size_t(at)) << "C = " << C;
+  }
+  EXPECT_LE(6 * (gold_smem_doubles(64, false) * sizeof(double) + 1024), size_t(228) * 1024);
+}
+
 TEST(DeviceMetrics, MetricSetsHaveTheCountsTheDeviceWrites) {
   EXPECT_EQ(method_metrics(find_method("neumann")).size(), size_t(gpu::kNeumannMetricCount));
   EXPECT_EQ(reference_metrics().size(), size_t(gpu::kReferenceMetricCount));
