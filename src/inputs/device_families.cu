@@ -18,7 +18,8 @@
 // order, so the same norm: one serial sum per row, which is why a row does
 // not take a whole warp), and the group divides and rounds the columns to
 // BF16 (Bf16Divider: a product by the norm's reciprocal where that is
-// provably the division's BF16 value). Per-channel gates are drawn by the same group, pair by pair.
+// provably the division's BF16 value). Per-channel gates are drawn by the
+// same group, pair by pair.
 // token_values: one thread per pair of tokens of a sample (beta, per-token g).
 #include "inputs/device_families.hpp"
 

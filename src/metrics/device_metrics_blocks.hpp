@@ -728,7 +728,7 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
       if (!kColumns) {
         v = m.X[e];
         a.gold_inv[size_t(s) * csq + e] = v;
-      } else if (finite) {  // +0 above column j's first row
+      } else if (finite) {  // +0 above the rows column j keeps
         v = i >= x_kept(j) ? m.X[x_col(C, j) + i - x_kept(j)] : 0.0;
         a.gold_inv[size_t(s) * csq + e] = v;
       } else {  // the solve's own writes, before this phase
