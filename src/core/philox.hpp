@@ -56,18 +56,19 @@ CHUNKINV_HD inline Block block(uint64_t seed, uint64_t sample, uint32_t stream, 
   return philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
+// The top 53 of the 64 bits hi:lo.
+CHUNKINV_HD inline uint64_t top53(uint32_t hi, uint32_t lo) { return ((static_cast<uint64_t>(hi) << 32) | lo) >> 11; }
+
 // Uniform in (0, 1) from the top 53 of 64 bits.
 CHUNKINV_HD inline double to_unit(uint32_t hi, uint32_t lo) {
-  const uint64_t bits = ((static_cast<uint64_t>(hi) << 32) | lo) >> 11;
-  return (static_cast<double>(bits) + 0.5) * 0x1p-53;
+  return (static_cast<double>(top53(hi, lo)) + 0.5) * 0x1p-53;
 }
 
 // 2 to_unit(hi, lo) - 1, uniform in (-1, 1), in one product fewer: 2 (x
 // 2^-53) and x 2^-52 are the same double for every x in (0, 2^53], both
 // products by powers of two being exact.
 CHUNKINV_HD inline double to_signed_unit(uint32_t hi, uint32_t lo) {
-  const uint64_t bits = ((static_cast<uint64_t>(hi) << 32) | lo) >> 11;
-  return (static_cast<double>(bits) + 0.5) * 0x1p-52 - 1.0;
+  return (static_cast<double>(top53(hi, lo)) + 0.5) * 0x1p-52 - 1.0;
 }
 
 struct NormalPair {

@@ -602,6 +602,10 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
     }
   }
 
+  // L_ij = beta_i dot exp(min(G_i - G_j, 0)) (per channel: beta_i dot).
+  auto l_entry = [&](int i, int j, double dot) {
+    return kChannel ? m.beta[i] * dot : m.beta[i] * dot * detmath::hd::exp(fp64::min0(m.cum[i] - m.cum[j]));
+  };
   if constexpr (kTc) {
     // The dot products into L's strict lower part, then each made L_ij there.
     blk.each([&](int t) {
@@ -625,18 +629,18 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
         if (j == i) return;
         double dot = m.L[e];
         if (!dmma_exact(width[i], width[j], d) || dot == 0.0) dot = exact_dot(keys + size_t(i) * d, keys + size_t(j) * d, d);
-        const double v = m.beta[i] * dot * detmath::hd::exp(fp64::min0(m.cum[i] - m.cum[j]));
+        const double v = l_entry(i, j, dot);
         m.L[e] = v;
         bad |= !std::isfinite(v);
       });
       if (bad) blk.set(&fl->l_bad);
     });
   }
-  // L_ij = beta_i dot exp(min(G_i - G_j, 0)) (per channel: beta_i dot), into L's strict lower part.
+  // The FP64 units' dot products, each made L_ij in L's strict lower part.
   if constexpr (!kTc) blk.each([&](int t) {
     bool bad = false;
     auto put = [&](int i, int j, double dot) {
-      const double v = kChannel ? m.beta[i] * dot : m.beta[i] * dot * detmath::hd::exp(fp64::min0(m.cum[i] - m.cum[j]));
+      const double v = l_entry(i, j, dot);
       m.L[packed_at(i, j)] = v;
       bad |= !std::isfinite(v);
     };
@@ -661,12 +665,7 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
       a.gold_l[size_t(s) * csq + e] = v;
       if (a.gold_l_fp16) a.gold_l_fp16[size_t(s) * csq + e] = fp16_bits_rn(v);
     });
-    if (fl->l_bad == 0) {
-      if constexpr (!kColumns)  // rows above the solve's first, +0 (none up to C = 32)
-        for (int c = t; c < C; c += T)
-          for (int i = 0; i < x_first(c); ++i) m.X[size_t(i) * C + c] = 0.0;
-      return;  // the panels below
-    }
+    if (fl->l_bad == 0) return;  // the panels below
     // Eigen's order from row 0 (inf and NaN can reach every row), one thread a column.
     auto l = [&](int i, int j) { return m.L[packed_at(i, j)]; };
     for (int c = t; c < C; c += T) {
@@ -688,7 +687,8 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
     double* const sums = m.terms;  // 4 C doubles, row r of a panel at r C
     auto l = [&](int i, int j) { return m.L[packed_at(i, j)]; };
     // Row i of column c (rows from kept(c) on) and its value (+0 above).
-    auto kept = [](int c) { return kColumns ? x_kept(c) : x_first(c); };
+    // Row-major X (C <= 32, where x_first(c) = 0) keeps every row.
+    auto kept = [](int c) { return kColumns ? x_kept(c) : 0; };
     auto column = [&](int c) {
       if constexpr (kColumns) {
         double* col = m.X + x_col(C, c) - x_kept(c);
@@ -711,7 +711,7 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
         sums[(2 * h + 1) * C + c] = q[1];
       });
       blk.each([&](int t) {
-        if (t >= C || p < x_first(t) || p < kept(t)) return;
+        if (t >= C || p < kept(t)) return;  // kept(t) >= x_first(t)
         const double q[4] = {sums[t], sums[C + t], sums[2 * C + t], sums[3 * C + t]};
         fp64::panel_rows(C, t, p, x_first(t), q, l, column(t));
       });
