@@ -751,24 +751,26 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
     return;
   }
   auto l = [&](int i, int k) { return m.L[packed_at(i, k)]; };
-  if (fl->inv_bad != 0) {
-  } else if constexpr (!kColumns) {
-    residual_sums(
-        blk, C, l, [&](int k, int j) { return m.X[size_t(k) * C + j]; },
-        [&](int i, int j) {
-          return fp64::unit_plus_times_lower_walk(C, i, j, m.L + packed_at(i, 0), m.X + size_t(j) * C + j,
-                                                  m.X + size_t(i) * C + j, fp64::StrideStep{C});
-        },
-        m.terms, m.acc, fl);
-  } else {  // C > 32: no entry of X is read above the diagonal
-    residual_sums(
-        blk, C, l, [&](int k, int j) { return m.X[x_col(C, j) + k - x_kept(j)]; },
-        [&](int i, int j) {
-          const double* xc = m.X + x_col(C, j) - x_kept(j);  // column j, its rows j..i in order
-          return fp64::unit_plus_times_lower_walk(C, i, j, m.L + packed_at(i, 0), xc + j, xc + i,
-                                                  fp64::StrideStep{1});
-        },
-        m.terms, m.acc, fl);
+  // A non-finite inverse makes inverse_residual +inf whatever its sums (write_reference_fast).
+  if (fl->inv_bad == 0) {
+    if constexpr (!kColumns) {
+      residual_sums(
+          blk, C, l, [&](int k, int j) { return m.X[size_t(k) * C + j]; },
+          [&](int i, int j) {
+            return fp64::unit_plus_times_lower_walk(C, i, j, m.L + packed_at(i, 0), m.X + size_t(j) * C + j,
+                                                    m.X + size_t(i) * C + j, fp64::StrideStep{C});
+          },
+          m.terms, m.acc, fl);
+    } else {  // C > 32: no entry of X is read above the diagonal
+      residual_sums(
+          blk, C, l, [&](int k, int j) { return m.X[x_col(C, j) + k - x_kept(j)]; },
+          [&](int i, int j) {
+            const double* xc = m.X + x_col(C, j) - x_kept(j);  // column j, its rows j..i in order
+            return fp64::unit_plus_times_lower_walk(C, i, j, m.L + packed_at(i, 0), xc + j, xc + i,
+                                                    fp64::StrideStep{1});
+          },
+          m.terms, m.acc, fl);
+    }
   }
   blk.each([&](int t) {
     if (t != 0) return;
