@@ -16,6 +16,7 @@
 #include "cli/commands.hpp"
 #include "cli/meta.hpp"
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "core/signals.hpp"
 
 namespace chunkinv::cli {
@@ -62,6 +63,7 @@ void set_exit_status(int status) { g_exit_status = status; }
 
 int main(int argc, char** argv) {
   using namespace chunkinv;
+  timeline("main");
   for (int i = 0; i < argc; ++i) cli::g_invocation.argv.emplace_back(argv[i]);
   signals::install();
   cli::find_installed_data();
@@ -110,5 +112,6 @@ int main(int argc, char** argv) {
                  e.what());
     status = 3;
   }
+  timeline("main returns");
   return cli::check_stdout(status);
 }

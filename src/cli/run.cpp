@@ -258,7 +258,9 @@ void run(const RunArgs& a) {
   if (until && !opt.metrics.empty() && std::find(opt.metrics.begin(), opt.metrics.end(), until->metric) == opt.metrics.end())
     throw UsageError(fmt::format("{}: the stop rule's metric {} is not one of --metrics {}", until->text, until->metric,
                                  fmt::join(opt.metrics, ",")));
+  timeline("run: options read");
   Runner runner(paths, opt);
+  timeline("run: paths made");
   const Plan plan = runner.plan(points);
   size_t entries = 0;
   for (const Group& g : plan.groups) entries += g.tasks.size();
@@ -318,6 +320,7 @@ void run(const RunArgs& a) {
     if (fits && quantiles == Quantiles::kSketch && !until) {
       if (devices.empty()) devices = parse_devices("all");
       device = std::make_unique<DevicePipeline>(runner.paths(), devices);
+      timeline("run: GPU pipeline made");
       stats.device = device.get();
     } else if (asked && !fits) {
       throw UsageError("--devices: no configuration of this run can run on the GPU pipeline");
@@ -399,6 +402,7 @@ void run(const RunArgs& a) {
     throw;
   }
   bar.finish();
+  timeline("run: computed");
   stop_point.reset();  // from here a signal ends the run at once (the checkpoint holds everything)
 
   Report report;
@@ -431,6 +435,7 @@ void run(const RunArgs& a) {
   if (out) {
     out->commit(report_to_json(report).dump(1) + "\n");
     if (ckpt) ckpt->remove();  // kept when the report could not be written: --resume writes it without computing
+    timeline("run: report written");
   }
   if (a.quiet || (out && out->to_stdout())) return;
   const Table t = build_table({{a.output.empty() ? spec.name : a.output, report}}, "summary");

@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -66,6 +68,13 @@ std::string format_rate(double x) {
   while (x >= 999.5 && u < 4) x /= 1000, ++u;
   if (u == 0) return fmt::format("{:.0f}", x);
   return fmt::format("{:.{}f}{}", x, x < 9.995 ? 2 : x < 99.95 ? 1 : 0, kSuffix[u]);
+}
+
+void timeline(const char* label) {
+  static const bool on = std::getenv("CHUNKINV_TIMELINE") != nullptr;
+  if (!on) return;
+  const double t = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::fprintf(stderr, "timeline: %s %.4f\n", label, t);
 }
 
 }  // namespace chunkinv

@@ -33,6 +33,11 @@ class ProgressBar {
   Clock::time_point start_, last_;
 };
 
+// Start-up and tear-down times, for tuning: with CHUNKINV_TIMELINE set,
+// prints "timeline: LABEL T" on stderr, T the wall clock in seconds since
+// the epoch (a script subtracts the time it started the process at).
+void timeline(const char* label);
+
 // "45 s", "3 min 20 s", "2 h 05 min".
 std::string format_duration(double seconds);
 // "950", "12.3k", "4.56M", "1.2G": a rate or count with three digits.

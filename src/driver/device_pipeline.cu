@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include "core/error.hpp"
+#include "core/progress.hpp"
 #include "driver/device_pipeline.hpp"
 #include "gpu/buffers.cuh"
 #include "gpu/check.cuh"
@@ -275,6 +276,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
     for (size_t k : group.tasks[t].pick) columns[t].push_back(int(k));
   double* values2 = pair ? w.values2.get(cap * gpu::kNeumannMetricCount) : nullptr;
 
+  timeline("GPU pipeline: buffers and sketches ready");
   StageClock clock;
   for (uint64_t done = 0; done < range.count;) {
     const int n = int(std::min<uint64_t>(cap, range.count - done));
@@ -388,12 +390,15 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
       clock.mark("fold", st);
     }
     clock.batch();
+    if (done == 0) timeline("GPU pipeline: first batch queued");
     done += uint64_t(n);
   }
   clock.print(w.device, C, range.count);
+  timeline("GPU pipeline: last batch queued");
   states.assign(nt, {});
   for (size_t t = 0; t < nt; ++t)
     for (int m = 0; m < w.sketches[t]->metrics(); ++m) states[t].push_back(w.sketches[t]->state(m));
+  timeline("GPU pipeline: sketches back");
 }
 
 }  // namespace
