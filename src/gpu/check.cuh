@@ -4,8 +4,9 @@
 #include <stdexcept>
 #include <string>
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
+
+#include "gpu/cublas_api.cuh"
 
 namespace chunkinv::gpu::detail {
 
@@ -16,7 +17,7 @@ inline void check(cudaError_t e, const char* call, const char* file, int line) {
   if (e != cudaSuccess) fail(std::string("CUDA error ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")", call, file, line);
 }
 inline void check(cublasStatus_t s, const char* call, const char* file, int line) {
-  if (s != CUBLAS_STATUS_SUCCESS) fail(std::string("cuBLAS error ") + cublasGetStatusName(s), call, file, line);
+  if (s != CUBLAS_STATUS_SUCCESS) fail(std::string("cuBLAS error ") + cublas().status_name(s), call, file, line);
 }
 
 // Raises `kernel`'s dynamic shared-memory limit to the current device's

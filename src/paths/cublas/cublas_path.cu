@@ -192,18 +192,18 @@ class CublasPath final : public Path {
     // PyTorch's handle, as getCurrentCUDABlasHandle leaves it: stream, then
     // workspace (cublasSetStream resets the workspace to the default pool),
     // then the math mode.
-    CUDA_CHECK(cublasCreate(&torch_handle_));
+    CUDA_CHECK(cublas().create(&torch_handle_));
     workspace_bytes_ = torch_workspace_bytes();
     CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
-    CUDA_CHECK(cublasSetStream(torch_handle_, nullptr));
-    CUDA_CHECK(cublasSetWorkspace(torch_handle_, workspace_, workspace_bytes_));
-    CUDA_CHECK(cublasSetMathMode(torch_handle_, CUBLAS_DEFAULT_MATH));
+    CUDA_CHECK(cublas().set_stream(torch_handle_, nullptr));
+    CUDA_CHECK(cublas().set_workspace(torch_handle_, workspace_, workspace_bytes_));
+    CUDA_CHECK(cublas().set_math_mode(torch_handle_, CUBLAS_DEFAULT_MATH));
     // The article's handle: cublasCreate_v2, nothing set.
-    CUDA_CHECK(cublasCreate(&article_handle_));
+    CUDA_CHECK(cublas().create(&article_handle_));
   }
   ~CublasPath() override {
-    cublasDestroy(article_handle_);
-    cublasDestroy(torch_handle_);
+    cublas().destroy(article_handle_);
+    cublas().destroy(torch_handle_);
     cudaFree(workspace_);
   }
 
@@ -223,13 +223,13 @@ class CublasPath final : public Path {
   void sgemm(const float* kd, const float* ki, float* s, int C, int d, size_t kslot, size_t sslot, int count) {
     const float one = 1.0f, zero = 0.0f;
     if (batched_) {
-      CUDA_CHECK(cublasSgemmStridedBatched(torch_handle_, CUBLAS_OP_T, CUBLAS_OP_N, C, C, d, &one, ki, d,
+      CUDA_CHECK(cublas().sgemm_strided_batched(torch_handle_, CUBLAS_OP_T, CUBLAS_OP_N, C, C, d, &one, ki, d,
                                            (long long)kslot, kd, d, (long long)kslot, &zero, s, C,
                                            (long long)sslot, count));
       return;
     }
     for (int m = 0; m < count; ++m)
-      CUDA_CHECK(cublasSgemm(torch_handle_, CUBLAS_OP_T, CUBLAS_OP_N, C, C, d, &one, ki + m * kslot, d,
+      CUDA_CHECK(cublas().sgemm(torch_handle_, CUBLAS_OP_T, CUBLAS_OP_N, C, C, d, &one, ki + m * kslot, d,
                              kd + m * kslot, d, &zero, s + m * sslot, C));
   }
 
@@ -238,13 +238,13 @@ class CublasPath final : public Path {
   void gemm16(const uint16_t* a, const uint16_t* b, uint16_t* d, int C, size_t slot, int count) {
     const __half one = __float2half(1.0f), zero = __float2half(0.0f);
     if (batched_) {
-      CUDA_CHECK(cublasGemmStridedBatchedEx(article_handle_, CUBLAS_OP_N, CUBLAS_OP_N, C, C, C, &one, b, CUDA_R_16F,
+      CUDA_CHECK(cublas().gemm_strided_batched_ex(article_handle_, CUBLAS_OP_N, CUBLAS_OP_N, C, C, C, &one, b, CUDA_R_16F,
                                             C, (long long)slot, a, CUDA_R_16F, C, (long long)slot, &zero, d,
                                             CUDA_R_16F, C, (long long)slot, count, CUBLAS_COMPUTE_16F, kArticleAlgo));
       return;
     }
     for (int m = 0; m < count; ++m)
-      CUDA_CHECK(cublasGemmEx(article_handle_, CUBLAS_OP_N, CUBLAS_OP_N, C, C, C, &one, b + m * slot, CUDA_R_16F, C,
+      CUDA_CHECK(cublas().gemm_ex(article_handle_, CUBLAS_OP_N, CUBLAS_OP_N, C, C, C, &one, b + m * slot, CUDA_R_16F, C,
                               a + m * slot, CUDA_R_16F, C, &zero, d + m * slot, CUDA_R_16F, C, CUBLAS_COMPUTE_16F,
                               kArticleAlgo));
   }
