@@ -24,7 +24,10 @@
 #include "inputs/device_families.hpp"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "core/detmath_hd.hpp"
 #include "core/error.hpp"
@@ -50,7 +53,6 @@ struct GenArgs {
 };
 
 constexpr int kThreads = 256;
-constexpr size_t kSmemPerBlock = 48 * 1024;
 
 CHUNKINV_HD constexpr uint32_t stream_id(Stream s) { return static_cast<uint32_t>(s); }
 
@@ -192,6 +194,36 @@ __global__ void token_values(GenArgs a) {
   }
 }
 
+// Warps per block of key_rows: 1 to 32, whichever holds the most warps an
+// SM by the occupancy calculator (registers, shared memory with its
+// per-block reserve, blocks an SM), each block's rows taking warp_bytes a
+// warp. By the H200's limits (228 KB an SM, 1 KB reserved a block, 58
+// registers) that is 9 warps at d = 128 (75 KB a block, three blocks: 27
+// warps), where 48 KB a block allowed five warps and five blocks (25);
+// computed here, not read back on the device. Inputs stage, run 81: 39.1 ->
+// 38.6 ns a sample at C = 32. Found once per kernel and row size.
+int key_row_warps(const void* kernel, size_t warp_bytes) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, size_t>, int> found;
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(dev, kernel, warp_bytes);
+  if (const auto it = found.find(key); it != found.end()) return it->second;
+  const int optin = gpu::detail::allow_optin_smem(kernel);
+  int best = 1, most = 0;
+  for (int w = 1; w <= 32 && size_t(w) * warp_bytes <= size_t(optin); ++w) {
+    int blocks = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 32 * w, size_t(w) * warp_bytes));
+    if (blocks * w > most) {
+      most = blocks * w;
+      best = w;
+    }
+  }
+  found[key] = best;
+  return best;
+}
+
 template <Kind K>
 void launch(const GenArgs& a, cudaStream_t stream) {
   // Lanes per key row: about 16 pairs each (G = 4 at d = 128), 1 to 32.
@@ -199,9 +231,11 @@ void launch(const GenArgs& a, cudaStream_t stream) {
   // column order), so fewer lanes a row spend less on that sum.
   int G = 1;
   while (G < 32 && 32 * G < a.dim) G *= 2;
-  // Warps per block: as many as 8 whose rows fit in 48 KiB.
+  // Warps per block: the count that keeps the most warps on a
+  // multiprocessor, its rows' shared memory the limit (the fewest warps of
+  // those that tie: smaller blocks leave a smaller tail).
   const size_t warp_bytes = size_t(32 / G) * size_t(row_stride(a.dim)) * sizeof(double);
-  const int warps = int(std::clamp<size_t>(kSmemPerBlock / warp_bytes, 1, kThreads / 32));
+  const int warps = key_row_warps(reinterpret_cast<const void*>(&key_rows<K>), warp_bytes);
   const long long rows = K == Kind::kWeakDecayCorrelated ? a.n : static_cast<long long>(a.n) * a.chunk;
   const long long rows_per_block = static_cast<long long>(warps) * (32 / G);
   const long long key_blocks = std::min<long long>((rows + rows_per_block - 1) / rows_per_block, 1 << 20);
