@@ -368,6 +368,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
       e.l_rel_rmse = reports(t, "l_rel_rmse");
       e.method_only = reports(t, "inv_method_only_rel_rmse");
       e.residual = reports(t, "inverse_residual");
+      e.l_finite = reports(t, "l_finite");
     }
     if (pair) {
       gpu::metrics_pair_on_device(gold, kernel_entry, gold_entry, values, values2, st);

@@ -75,8 +75,11 @@ struct PathOnDevice {
   // Which of the costlier values the fast metrics compute (run --metrics);
   // those left out are NaN there (the full program, for the samples the
   // fast one leaves, computes every value): l_rel_rmse, inv_method_only
-  // (the exact inverse of I + path L) and inverse_residual.
-  bool l_rel_rmse = true, method_only = true, residual = true;
+  // (the exact inverse of I + path L) and inverse_residual; and l_finite,
+  // whose test is the only other reason to read the path's L. The fast
+  // program reads the path's L only for l_rel_rmse, inv_method_only or
+  // l_finite, and the gold L only for l_rel_rmse or inverse_residual.
+  bool l_rel_rmse = true, method_only = true, residual = true, l_finite = true;
 };
 
 // The gold of the same samples (gold_on_device's outputs, or compute_gold's

@@ -973,10 +973,13 @@ CHUNKINV_HD inline bool fast_rules_hold(int upper, bool l_ok, bool inv_ok, bool 
 // none) loaded kU entries at a time, all their loads issued before any is
 // used; the finiteness flags and the kUpper* bits of what is nonzero above
 // the diagonal set in fl; store(k, l, gold l, gold inv, INV bits, run bits)
-// called for each entry on or below the diagonal, k its packed index.
+// called for each entry on or below the diagonal, k its packed index. An L
+// not read (read_l false, gl null) is taken as +0 everywhere: no flag, and
+// its store argument +0; no value that reads it may be asked for.
 template <class Block, class PathL, class Store>
-CHUNKINV_HD void stage_entries(const Block& blk, int C, int t, const PathL& path_l, const double* gl, const double* gi,
-                               const uint16_t* inv, const uint16_t* run, BlockFlags* fl, const Store& store) {
+CHUNKINV_HD void stage_entries(const Block& blk, int C, int t, bool read_l, const PathL& path_l, const double* gl,
+                               const double* gi, const uint16_t* inv, const uint16_t* run, BlockFlags* fl,
+                               const Store& store) {
   const int T = blk.threads;
   const size_t csq = size_t(C) * C;
   bool l_bad = false, inv_bad = false, run_bad = false;
@@ -996,8 +999,8 @@ CHUNKINV_HD void stage_entries(const Block& blk, int C, int t, const PathL& path
     CHUNKINV_UNROLL
     for (int u = 0; u < kU; ++u) {
       const size_t e = e0 + size_t(u) * T < csq ? e0 + size_t(u) * T : e0;
-      l[u] = path_l(e);
-      gle[u] = gl[e];
+      l[u] = read_l ? path_l(e) : 0.0;
+      gle[u] = gl ? gl[e] : 0.0;
       gie[u] = gi[e];
       ib[u] = inv[e];
       sb[u] = run ? run[e] : uint16_t(0);
@@ -1133,6 +1136,8 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   const double* gi = g.gold_inv + at;
   const FastGold<kStaged> gold{C, gl, gi, m.gl, m.gi};
   auto path_l = [&](size_t e) { return p.l_f64 ? p.l_f64[at + e] : fp64::fp16_value(p.l_fp16[at + e]); };
+  // The L's read only for the values asked for that need them (PathOnDevice).
+  const bool read_l = p.l_rel_rmse || p.method_only || p.l_finite, read_gold_l = p.l_rel_rmse || p.residual;
 
   blk.each([&](int t) {
     if (t == 0) fl->l_bad = fl->inv_bad = fl->zeros = fl->nonfinite = fl->upper = fl->sinv_bad = fl->s2_bad = 0;
@@ -1140,7 +1145,8 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   });
   blk.each([&](int t) {
     count_decays(blk, p, s, t, fl);
-    stage_entries(blk, C, t, path_l, gl, gi, p.inv + at, p.gold_l_inv ? p.gold_l_inv + at : nullptr, fl,
+    stage_entries(blk, C, t, read_l, path_l, read_gold_l ? gl : nullptr, gi, p.inv + at,
+                  p.gold_l_inv ? p.gold_l_inv + at : nullptr, fl,
                   [&](int k, double l, double gle, double gie, uint16_t ib, uint16_t) {
                     if (with_s1) m.lp[k] = l;  // for the solve
                     m.inv[k] = fp64::fp16_value(ib);
@@ -1178,10 +1184,11 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
       bool s2_bad = false;
       slab_entries(k0, len, T, t, [&](int k, int i, int j) {
         const size_t e = size_t(i) * C + j;
-        const double gle = gold.l(i, j), gie = gold.inv(e, k), inv = m.inv[k];
+        const double gie = gold.inv(e, k), inv = m.inv[k];
         double* q = m.terms + (k - k0);
         double d;
         if (l_ok && p.l_rel_rmse) {  // l_rel_rmse
+          const double gle = gold.l(i, j);
           d = path_l(e) - gle;
           q[0] = d * d;
           q[5 * SS] = gle * gle;
@@ -1230,6 +1237,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
       return r.value(C * C);
     };
     write_counts_and_diagnostics(o, p, s, fl, l_ok, inv_ok);
+    if (!read_l) o[2] = NAN;  // l_finite, not asked for
     o[4] = !p.l_rel_rmse ? NAN : l_ok ? value(0, true) : INFINITY;
     o[5] = inv_ok ? value(1, true) : INFINITY;
     o[6] = !p.method_only ? NAN : method ? value(2, true) : INFINITY;
@@ -1309,7 +1317,7 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
   });
   blk.each([&](int t) {  // as metrics_fast_program's, for the kernel's entry; the run on the gold L read once
     count_decays(blk, pk, s, t, fl);
-    stage_entries(blk, C, t, kernel_l, gl, gi, pk.inv + at, pk.gold_l_inv + at, fl,
+    stage_entries(blk, C, t, true, kernel_l, gl, gi, pk.inv + at, pk.gold_l_inv + at, fl,
                   [&](int k, double l, double gle, double gie, uint16_t ib, uint16_t sb) {
                     m.lp[k] = l;
                     m.inv[k] = fp64::fp16_value(ib);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
@@ -645,7 +646,8 @@ TEST(DeviceMetrics, GoldProgramOnTheCpuIsComputeGoldBitForBit) {
 }
 
 TEST(DeviceMetrics, MetricProgramsOnTheCpuAreEvaluateBitForBit) {
-  long differing = 0, values = 0, method_only_finite = 0, lean_nan = 0, lean_values = 0;
+  long differing = 0, values = 0, method_only_finite = 0, lean_nan = 0, lean_values = 0, unread_fast = 0,
+       unread_samples = 0;
   for (const Batch& b : metric_batches(16)) {
     const std::vector<GoldOutput> gold = cpu_gold(b);
     const std::vector<double> gl = flat(gold, false), gi = flat(gold, true);
@@ -665,23 +667,56 @@ TEST(DeviceMetrics, MetricProgramsOnTheCpuAreEvaluateBitForBit) {
       // Without the costlier values (run --metrics): the others unchanged,
       // those NaN where the fast program took the sample (the full program,
       // on the samples it leaves, computes them all).
-      for (int without : {7, 2, 5}) {  // bits: 1 l_rel_rmse (4), 2 method_only (6), 4 residual (8)
+      // bits: 1 l_rel_rmse (value 4), 2 method_only (6), 4 residual (8), 8 l_finite (2)
+      constexpr int kLeftOut[4] = {4, 6, 8, 2};
+      for (int without : {7, 2, 5, 15, 10, 13, 8}) {
         gpu::PathOnDevice lean = path_view(p, v, gl.data());
         lean.l_rel_rmse = !(without & 1);
         lean.method_only = !(without & 2);
         lean.residual = !(without & 4);
+        lean.l_finite = !(without & 8);
         std::fill(out.begin(), out.end(), -1.0);
         metrics_on_host(g, lean, out.data());
         std::vector<double> masked = want;
+        long nan_here = 0;
         for (size_t e = 0; e < out.size(); e += gpu::kNeumannMetricCount)
-          for (int bit = 0; bit < 3; ++bit)
-            if ((without >> bit & 1) && std::isnan(out[e + size_t(4 + 2 * bit)])) {
-              masked[e + size_t(4 + 2 * bit)] = NAN;
-              ++lean_nan;
+          for (int bit = 0; bit < 4; ++bit)
+            if ((without >> bit & 1) && std::isnan(out[e + size_t(kLeftOut[bit])])) {
+              masked[e + size_t(kLeftOut[bit])] = NAN;
+              ++nan_here;
             }
+        lean_nan += nan_here;
         differing += values_differing(out, masked, b.what + " (without " + std::to_string(without) + ")",
                                       gpu::kNeumannMetricCount);
         lean_values += long(out.size());
+        // Nothing asked for that reads an L (l_rel_rmse, method_only,
+        // residual, l_finite): the fast program does not read them. With
+        // both L's NaN, the values asked for and the samples it takes (its
+        // NaN values) are those of the run that had them.
+        if (without == 15 && v == Variant::kPath) {
+          std::vector<double> poisoned_gl(gl.size(), NAN);
+          gpu::PathOnDevice blind = lean;
+          std::vector<uint16_t> poisoned_l(size_t(b.n()) * b.C * b.C, 0x7E00);
+          blind.l_fp16 = poisoned_l.data();
+          blind.l_f64 = nullptr;
+          std::vector<double> again(out.size(), -1.0);
+          metrics_on_host(gpu::GoldRead{b.n(), b.C, poisoned_gl.data(), gi.data()}, blind, again.data());
+          long same_nan = 0, fast_here = 0, fast_blind = 0;  // the fast program's samples: l_finite NaN
+          for (size_t e = 0; e < out.size(); e += gpu::kNeumannMetricCount) {
+            fast_here += std::isnan(out[e + 2]);
+            fast_blind += std::isnan(again[e + 2]);
+            same_nan += std::isnan(again[e + 2]) && std::isnan(out[e + 2]);
+            for (int q : {0, 1, 3, 5, 7, 9, 10, 11, 12})
+              if (std::memcmp(&again[e + size_t(q)], &out[e + size_t(q)], sizeof(double)) != 0 && ++differing <= 10)
+                std::printf("  %s, L's not read: sample %zu value %d: %a, with them %a\n", b.what.c_str(),
+                            e / gpu::kNeumannMetricCount, q, again[e + size_t(q)], out[e + size_t(q)]);
+          }
+          unread_fast += same_nan;
+          unread_samples += b.n();
+          if ((same_nan != fast_here || fast_blind != fast_here) && ++differing <= 10)
+            std::printf("  %s, L's not read: the fast program took %ld samples, %ld with them (%ld both)\n",
+                        b.what.c_str(), fast_blind, fast_here, same_nan);
+        }
       }
     }
     {  // the kernel path's entry and the gold path's at once
@@ -709,6 +744,8 @@ TEST(DeviceMetrics, MetricProgramsOnTheCpuAreEvaluateBitForBit) {
   EXPECT_GT(method_only_finite, values / gpu::kNeumannMetricCount / 6);
   std::printf("without the costlier values: %ld values compared, %ld of them left out (NaN)\n", lean_values, lean_nan);
   EXPECT_GT(lean_nan, lean_values / gpu::kNeumannMetricCount);
+  std::printf("the L's not read: the fast program took %ld of %ld samples, as with them\n", unread_fast, unread_samples);
+  EXPECT_GT(unread_fast, unread_samples / 2);
   // Both ways are exercised: most samples are lower triangular; junk above L's diagonal (kind 6), a NaN or an
   // overflow above INV's (kinds 3 and 4, half the time) and a non-finite gold L (extreme batches) are not.
   EXPECT_GT(fast_counts.fast, fast_counts.slow);
