@@ -9,7 +9,9 @@
 # whether it is finite (--metrics inv_total_rel_rmse,inv_finite: c16-peer,
 # ...), the peer's work. Each run's wall time and peak resident memory
 # come from /usr/bin/time; the rate is samples / wall time, start-up and the
-# report's writing included. Then the memory check: 10^6 and MEMORY_SAMPLES
+# report's writing included. Beside it, from the run's CHUNKINV_TIMELINE
+# marks: its start-up (to the first batch's buffers) and the rate of the
+# computing alone, the span the peer's own figure covers. Then the memory check: 10^6 and MEMORY_SAMPLES
 # (default 10^9) samples at C = 16, their peaks side by side.
 #
 #   scripts/bench-pipeline.sh BUILD_DIR OUT_DIR [SAMPLES_C16 SAMPLES_C32 SAMPLES_C64]
@@ -29,16 +31,31 @@ ROWS="$OUT/bench-pipeline.rows"
 # measure NAME SAMPLES CHUNK [PATHS [METRICS]]: one run, a JSON row of its figures.
 measure() {
   local name="$1" n="$2" c="$3" paths="${4:-gold,kernel}" metrics="${5:-}" t="$OUT/time-$1.txt"
-  /usr/bin/time -f '%e %M' -o "$t" "$B/chunkinv" run -a family=model_like -a chunk="$c" -a dim=128 \
+  CHUNKINV_TIMELINE=1 /usr/bin/time -f '%e %M' -o "$t" "$B/chunkinv" run -a family=model_like -a chunk="$c" -a dim=128 \
     --samples "$n" --paths "$paths" ${metrics:+--metrics "$metrics"} --quantiles sketch --pipeline device -q \
-    -o "$OUT/run-$name.json"
+    -o "$OUT/run-$name.json" 2> "$OUT/timeline-$name.txt"
   local rc=$?
   read -r wall rss < "$t"
-  python3 - "$name" "$n" "$c" "$wall" "$rss" "$rc" "$OUT/run-$name.json" "$paths" "$metrics" >> "$ROWS" <<'EOF'
+  python3 - "$name" "$n" "$c" "$wall" "$rss" "$rc" "$OUT/run-$name.json" "$paths" "$metrics" "$OUT/timeline-$name.txt" >> "$ROWS" <<'EOF'
 import json, sys
-name, n, c, wall, rss, rc, report, paths, metrics = sys.argv[1:]
+name, n, c, wall, rss, rc, report, paths, metrics, timeline = sys.argv[1:]
 row = {"name": name, "samples": int(n), "chunk": int(c), "paths": paths, "metrics": metrics or "every one",
        "wall_s": float(wall), "peak_rss_mib": int(rss) / 1024, "exit": int(rc), "samples_per_s": int(n) / float(wall)}
+# The computing alone (CHUNKINV_TIMELINE): from the first batch's buffers to
+# the last sketches back, the span the peer's own figure covers (it leaves
+# out its start-up and a warm-up step).
+marks = {}
+for line in open(timeline):
+    if line.startswith("timeline: "):
+        label, t = line[10:].rsplit(" ", 1)
+        marks.setdefault(label.strip(), float(t))
+        if label.strip() == "run: computed":
+            marks["run: computed"] = float(t)
+if "GPU pipeline: buffers and sketches ready" in marks and "run: computed" in marks and "main" in marks:
+    span = marks["run: computed"] - marks["GPU pipeline: buffers and sketches ready"]
+    row["computing_s"] = span
+    row["start_up_s"] = marks["GPU pipeline: buffers and sketches ready"] - marks["main"]
+    row["computing_samples_per_s"] = int(n) / span
 try:
     meta = json.load(open(report))["meta"]
     row["pipeline"] = meta.get("pipeline")
@@ -77,15 +94,20 @@ for r in rows:
     if r["name"].startswith("c") and r["chunk"] in peer:
         r["peer_samples_per_s"] = peer[r["chunk"]]
         r["ratio_to_peer"] = r["samples_per_s"] / peer[r["chunk"]]
+        if "computing_samples_per_s" in r:
+            r["computing_ratio_to_peer"] = r["computing_samples_per_s"] / peer[r["chunk"]]
 mem = {r["name"]: r for r in rows if r["name"].startswith("mem-")}
 out = {"rows": rows, "peer": {str(k): v for k, v in peer.items()}, "peer_log": open(sys.argv[2]).read()}
 if "mem-1e6" in mem and "mem-big" in mem:
     out["memory_ratio"] = mem["mem-big"]["peak_rss_mib"] / mem["mem-1e6"]["peak_rss_mib"]
 json.dump(out, open(sys.argv[3], "w"), indent=1)
-print(f"{'run':11} {'C':>3} {'samples':>12} {'wall s':>8} {'samples/s':>11} {'peak MiB':>9} {'peer/s':>10} {'ratio':>6}")
+print(f"{'run':11} {'C':>3} {'samples':>12} {'wall s':>8} {'samples/s':>11} {'peak MiB':>9} {'peer/s':>10} {'ratio':>6}"
+      f" {'start s':>7} {'computing/s':>11} {'ratio':>6}")
+nan = float("nan")
 for r in rows:
     print(f"{r['name']:11} {r['chunk']:3d} {r['samples']:12d} {r['wall_s']:8.2f} {r['samples_per_s']:11.3e} "
-          f"{r['peak_rss_mib']:9.1f} {r.get('peer_samples_per_s', float('nan')):10.3e} {r.get('ratio_to_peer', float('nan')):6.2f}"
+          f"{r['peak_rss_mib']:9.1f} {r.get('peer_samples_per_s', nan):10.3e} {r.get('ratio_to_peer', nan):6.2f}"
+          f" {r.get('start_up_s', nan):7.3f} {r.get('computing_samples_per_s', nan):11.3e} {r.get('computing_ratio_to_peer', nan):6.2f}"
           + ("" if r["exit"] == 0 else f"  exit {r['exit']}"))
 if "memory_ratio" in out:
     print(f"peak memory, {mem['mem-big']['samples']:.0e} samples against 1e6: {out['memory_ratio']:.3f}")
