@@ -11,8 +11,9 @@
 # come from /usr/bin/time; the rate is samples / wall time, start-up and the
 # report's writing included. Beside it, from the run's CHUNKINV_TIMELINE
 # marks: its start-up (to the first batch's buffers) and the rate of the
-# computing alone, the span the peer's own figure covers. Then the memory check: 10^6 and MEMORY_SAMPLES
-# (default 10^9) samples at C = 16, their peaks side by side.
+# computing alone, the span the peer's own figure covers. Then the memory
+# check: 10^6 and MEMORY_SAMPLES (default 10^9) samples at C = 16, their
+# peaks side by side.
 #
 #   scripts/bench-pipeline.sh BUILD_DIR OUT_DIR [SAMPLES_C16 SAMPLES_C32 SAMPLES_C64]
 #
@@ -48,9 +49,7 @@ marks = {}
 for line in open(timeline):
     if line.startswith("timeline: "):
         label, t = line[10:].rsplit(" ", 1)
-        marks.setdefault(label.strip(), float(t))
-        if label.strip() == "run: computed":
-            marks["run: computed"] = float(t)
+        marks.setdefault(label.strip(), float(t))  # the first of each (the pipeline's marks recur a part)
 if "GPU pipeline: buffers and sketches ready" in marks and "run: computed" in marks and "main" in marks:
     span = marks["run: computed"] - marks["GPU pipeline: buffers and sketches ready"]
     row["computing_s"] = span

@@ -33,7 +33,7 @@ void* open_library(std::string& why) {
 }
 
 template <class F>
-void find(void* lib, F& f, const char* symbol) {
+void resolve(void* lib, F& f, const char* symbol) {
   f = reinterpret_cast<F>(dlsym(lib, symbol));
   if (!f) throw UsageError("cuBLAS: " + library_name() + " has no " + symbol + "; it is older than the build's headers");
 }
@@ -48,16 +48,16 @@ CublasApi load() {
   void* lib = open_library(why);
   if (!lib) throw UsageError("cuBLAS: cannot open " + library_name() + " (" + why + ")");
   CublasApi a{};
-  find(lib, a.create, "cublasCreate_v2");
-  find(lib, a.destroy, "cublasDestroy_v2");
-  find(lib, a.set_stream, "cublasSetStream_v2");
-  find(lib, a.set_workspace, "cublasSetWorkspace_v2");
-  find(lib, a.set_math_mode, "cublasSetMathMode");
-  find(lib, a.sgemm, "cublasSgemm_v2");
-  find(lib, a.sgemm_strided_batched, "cublasSgemmStridedBatched");
-  find(lib, a.gemm_ex, "cublasGemmEx");
-  find(lib, a.gemm_strided_batched_ex, "cublasGemmStridedBatchedEx");
-  find(lib, a.status_name, "cublasGetStatusName");
+  resolve(lib, a.create, "cublasCreate_v2");
+  resolve(lib, a.destroy, "cublasDestroy_v2");
+  resolve(lib, a.set_stream, "cublasSetStream_v2");
+  resolve(lib, a.set_workspace, "cublasSetWorkspace_v2");
+  resolve(lib, a.set_math_mode, "cublasSetMathMode");
+  resolve(lib, a.sgemm, "cublasSgemm_v2");
+  resolve(lib, a.sgemm_strided_batched, "cublasSgemmStridedBatched");
+  resolve(lib, a.gemm_ex, "cublasGemmEx");
+  resolve(lib, a.gemm_strided_batched_ex, "cublasGemmStridedBatchedEx");
+  resolve(lib, a.status_name, "cublasGetStatusName");
   return a;  // the library stays open for the process's life
 }
 
