@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "inputs/family.hpp"
@@ -39,7 +40,7 @@ struct GateData {
   double beta_at(int token, int head) const { return beta[static_cast<size_t>(token) * heads + head]; }
 };
 // Loaded once per process; throws UsageError naming the file on bad data.
-const GateData& real_gate_data(const std::string& model);
+const GateData& real_gate_data(std::string_view model);  // by value, as find_family
 
 // One chunk of real gates: head `head`, tokens [first, first + chunk) of
 // sequence `sequence`.

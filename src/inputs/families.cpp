@@ -203,10 +203,10 @@ void Family::validate(const Configuration& c) const {
   if (c.dim < 1 || c.dim > 4096) throw UsageError(fmt::format("axis dim = {} is outside 1..4096", c.dim));
 }
 
-const Family& find_family(const std::string& name) {
+const Family& find_family(std::string_view name) {
   for (const auto& f : registry())
     if (f->name() == name) return *f;
-  const std::string near = nearest_of(name, family_names());
+  const std::string near = nearest_of(std::string(name), family_names());
   throw UsageError(near.empty() ? fmt::format("unknown family \"{}\"", name)
                                 : fmt::format("unknown family \"{}\" (did you mean \"{}\"?)", name, near));
 }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -46,7 +47,9 @@ class Family {
   virtual void complete(Configuration&) const {}
 };
 
-const Family& find_family(const std::string& name);  // throws UsageError with a suggestion
+// The name by value: a reference to a temporary string would read, to
+// g++ 13, as a result that may dangle (-Wdangling-reference).
+const Family& find_family(std::string_view name);  // throws UsageError with a suggestion
 std::vector<std::string> family_names();
 
 // Helpers shared by the generated families.

@@ -64,9 +64,10 @@ GateData load_gates(const std::string& model) {
 
 }  // namespace
 
-const GateData& real_gate_data(const std::string& model) {
+const GateData& real_gate_data(std::string_view model_name) {
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<GateData>> cache;
+  const std::string model(model_name);
   std::lock_guard<std::mutex> lock(mu);
   auto& slot = cache[model];
   if (!slot) {
