@@ -973,13 +973,12 @@ CHUNKINV_HD inline bool fast_rules_hold(int upper, bool l_ok, bool inv_ok, bool 
 // none) loaded kU entries at a time, all their loads issued before any is
 // used; the finiteness flags and the kUpper* bits of what is nonzero above
 // the diagonal set in fl; store(k, l, gold l, gold inv, INV bits, run bits)
-// called for each entry on or below the diagonal, k its packed index. An L
-// not read (read_l false, gl null) is taken as +0 everywhere: no flag, and
-// its store argument +0; no value that reads it may be asked for.
+// called for each entry on or below the diagonal, k its packed index. A
+// gold L not read (gl null) is taken as +0 everywhere: no flag, and its
+// store argument +0; no value that reads it may be asked for.
 template <class Block, class PathL, class Store>
-CHUNKINV_HD void stage_entries(const Block& blk, int C, int t, bool read_l, const PathL& path_l, const double* gl,
-                               const double* gi, const uint16_t* inv, const uint16_t* run, BlockFlags* fl,
-                               const Store& store) {
+CHUNKINV_HD void stage_entries(const Block& blk, int C, int t, const PathL& path_l, const double* gl, const double* gi,
+                               const uint16_t* inv, const uint16_t* run, BlockFlags* fl, const Store& store) {
   const int T = blk.threads;
   const size_t csq = size_t(C) * C;
   bool l_bad = false, inv_bad = false, run_bad = false;
@@ -999,7 +998,7 @@ CHUNKINV_HD void stage_entries(const Block& blk, int C, int t, bool read_l, cons
     CHUNKINV_UNROLL
     for (int u = 0; u < kU; ++u) {
       const size_t e = e0 + size_t(u) * T < csq ? e0 + size_t(u) * T : e0;
-      l[u] = read_l ? path_l(e) : 0.0;
+      l[u] = path_l(e);
       gle[u] = gl ? gl[e] : 0.0;
       gie[u] = gi[e];
       ib[u] = inv[e];
@@ -1136,8 +1135,10 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   const double* gi = g.gold_inv + at;
   const FastGold<kStaged> gold{C, gl, gi, m.gl, m.gi};
   auto path_l = [&](size_t e) { return p.l_f64 ? p.l_f64[at + e] : fp64::fp16_value(p.l_fp16[at + e]); };
-  // The L's read only for the values asked for that need them (PathOnDevice).
+  // The L's read only for the values asked for that need them (PathOnDevice);
+  // one not read is +0 to the staging, which then sets none of its flags.
   const bool read_l = p.l_rel_rmse || p.method_only || p.l_finite, read_gold_l = p.l_rel_rmse || p.residual;
+  auto staged_l = [&](size_t e) { return read_l ? path_l(e) : 0.0; };
 
   blk.each([&](int t) {
     if (t == 0) fl->l_bad = fl->inv_bad = fl->zeros = fl->nonfinite = fl->upper = fl->sinv_bad = fl->s2_bad = 0;
@@ -1145,7 +1146,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   });
   blk.each([&](int t) {
     count_decays(blk, p, s, t, fl);
-    stage_entries(blk, C, t, read_l, path_l, read_gold_l ? gl : nullptr, gi, p.inv + at,
+    stage_entries(blk, C, t, staged_l, read_gold_l ? gl : nullptr, gi, p.inv + at,
                   p.gold_l_inv ? p.gold_l_inv + at : nullptr, fl,
                   [&](int k, double l, double gle, double gie, uint16_t ib, uint16_t) {
                     if (with_s1) m.lp[k] = l;  // for the solve
@@ -1317,7 +1318,7 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
   });
   blk.each([&](int t) {  // as metrics_fast_program's, for the kernel's entry; the run on the gold L read once
     count_decays(blk, pk, s, t, fl);
-    stage_entries(blk, C, t, true, kernel_l, gl, gi, pk.inv + at, pk.gold_l_inv + at, fl,
+    stage_entries(blk, C, t, kernel_l, gl, gi, pk.inv + at, pk.gold_l_inv + at, fl,
                   [&](int k, double l, double gle, double gie, uint16_t ib, uint16_t sb) {
                     m.lp[k] = l;
                     m.inv[k] = fp64::fp16_value(ib);
