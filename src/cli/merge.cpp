@@ -19,6 +19,7 @@ struct MergeOptions {
   std::vector<std::string> reports;
   std::string output;
   bool quiet = false;
+  MergeRules rules;
 };
 
 void run_merge(const MergeOptions& o) {
@@ -26,7 +27,7 @@ void run_merge(const MergeOptions& o) {
   out.refuse_overwriting(o.reports);
   std::vector<ShardReport> shards;
   for (const std::string& path : o.reports) shards.push_back({path, read_report(path)});
-  Report merged = merge_shards(shards);
+  Report merged = merge_shards(shards, o.rules);
   merged.meta["merged"]["argv"] = invocation().argv;
   merged.meta["merged"]["at"] = utc_now();
   out.commit(report_to_json(merged).dump(1) + "\n");
@@ -42,6 +43,9 @@ void set_merge_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("merge", "Join the reports of run --shard i/n (every shard of one run) into its report");
   cmd->add_option("reports", o->reports, "the shards' reports, in any order")->required();
   cmd->add_option("-o,--output", o->output, "write the merged report here (replaced atomically; - for stdout)")->required();
+  cmd->add_flag("--across-commits", o->rules.across_commits,
+                "shards whose runs differ only in the build's git_commit are one run (builds known to give the same "
+                "values); the merged meta lists each shard's commit");
   cmd->add_flag("-q,--quiet", o->quiet, "print nothing but errors");
   cmd->callback([o] { run_merge(*o); });
 }

@@ -99,18 +99,32 @@ json shard_meta(Shard s, uint64_t samples, const json& run) {
   return {{"index", s.index}, {"count", s.count}, {"first", first}, {"samples", n}, {"run", run}};
 }
 
-Report merge_shards(const std::vector<ShardReport>& shards) {
+Report merge_shards(const std::vector<ShardReport>& shards, const MergeRules& rules) {
   if (shards.empty()) throw UsageError("merge: no reports to merge");
   std::vector<ShardInfo> info;
   for (const ShardReport& s : shards) info.push_back(shard_info(s));
   const ShardInfo& ref = info[0];
+  // What makes two shards one run: everything in meta.shard.run, but the
+  // build's commit with --across-commits.
+  const auto without_commit = [](json run) {
+    run.erase("git_commit");
+    return run;
+  };
+  const auto identity = [&](const json& run) { return rules.across_commits ? without_commit(run) : run; };
+  bool commits_differ = false;
   for (const ShardInfo& s : info) {
     if (s.shard.count != ref.shard.count)
       throw UsageError(fmt::format("merge: {} is shard {}/{}, {} shard {}/{}: not the same split", s.from->path,
                                    s.shard.index, s.shard.count, ref.from->path, ref.shard.index, ref.shard.count));
-    if (*s.run != *ref.run)
+    if (identity(*s.run) != identity(*ref.run)) {  // what differs beside the commit first
+      const std::string other = first_difference(without_commit(*ref.run), without_commit(*s.run));
       throw UsageError(fmt::format("merge: {} is a shard of another run than {} ({})", s.from->path, ref.from->path,
-                                   first_difference(*ref.run, *s.run)));
+                                   !other.empty() ? other
+                                                  : first_difference(*ref.run, *s.run) +
+                                                        "; shards of builds known to give the same values merge with "
+                                                        "--across-commits"));
+    }
+    commits_differ |= s.run->value("git_commit", json()) != ref.run->value("git_commit", json());
   }
   std::sort(info.begin(), info.end(), [](const ShardInfo& a, const ShardInfo& b) { return a.shard.index < b.shard.index; });
   for (size_t i = 1; i < info.size(); ++i)
@@ -194,6 +208,11 @@ Report merge_shards(const std::vector<ShardReport>& shards) {
         out.meta[k] = meta[k];
   }
   out.meta["merged"] = {{"shards", ref.shard.count}};
+  if (commits_differ) {
+    json commits = json::array();
+    for (const ShardInfo& s : info) commits.push_back(s.run->value("git_commit", json()));
+    out.meta["merged"]["git_commits"] = commits;
+  }
   return out;
 }
 

@@ -35,10 +35,19 @@ struct ShardReport {
   std::string path;  // for messages
   Report report;
 };
+struct MergeRules {
+  // Shards whose runs differ only in the build's git_commit are one run
+  // (merge --across-commits): for a long run whose shards were made by
+  // builds known to give the same values. The merged meta lists each
+  // shard's commit (merged.git_commits, in shard order); its git_commit is
+  // the first shard's, as always.
+  bool across_commits = false;
+};
+
 // Every shard of one run, in any order, merged into the run's report.
 // UsageError naming the culprit: a report that is not a shard, shards of
 // different runs or splits, a shard twice or missing, entries that differ
 // or lack their state.
-Report merge_shards(const std::vector<ShardReport>& shards);
+Report merge_shards(const std::vector<ShardReport>& shards, const MergeRules& rules = {});
 
 }  // namespace chunkinv

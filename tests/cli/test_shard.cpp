@@ -155,6 +155,26 @@ TEST(ShardCli, RefusalsAreOneLineExitTwoAndLeaveNothing) {
     expect_one_line_exit_2(sh(dir, "merge " + c.args + " -o all.json"), c.expect, c.args);
     EXPECT_FALSE(fs::exists(dir + "/all.json")) << c.args;
   }
+  // A shard of another build (its commit edited in): refused, with the way
+  // out; --across-commits takes it, the same results, each commit listed.
+  json other_build = load(dir + "/a2.json");
+  other_build["meta"]["shard"]["run"]["git_commit"] = "0123456789ab";
+  std::ofstream(dir + "/o2.json") << other_build.dump();
+  expect_one_line_exit_2(sh(dir, "merge a1.json o2.json -o all.json"),
+                         "o2.json is a shard of another run than a1.json (git_commit: ", "another build");
+  expect_one_line_exit_2(sh(dir, "merge a1.json o2.json -o all.json"), "merge with --across-commits)", "the way out");
+  EXPECT_FALSE(fs::exists(dir + "/all.json"));
+  ASSERT_EQ(sh(dir, "merge a1.json a2.json -q -o same.json").status, 0);
+  const Proc across = sh(dir, "merge --across-commits o2.json a1.json -q -o across.json");
+  ASSERT_EQ(across.status, 0) << across.out;
+  const json same = load(dir + "/same.json"), both = load(dir + "/across.json");
+  EXPECT_EQ(same["results"], both["results"]);
+  ASSERT_EQ(both["meta"]["merged"]["git_commits"].size(), 2u);
+  EXPECT_EQ(both["meta"]["merged"]["git_commits"][1], "0123456789ab");
+  EXPECT_EQ(both["meta"]["merged"]["git_commits"][0], load(dir + "/a1.json")["meta"]["shard"]["run"]["git_commit"]);
+  EXPECT_FALSE(same["meta"]["merged"].contains("git_commits"));
+  expect_one_line_exit_2(sh(dir, "merge --across-commits a1.json b2.json -o all.json"), "(seed: 0 there, 9 here)",
+                         "--across-commits and another seed");
   expect_one_line_exit_2(sh(dir, "merge a1.json a2.json -o a1.json"), "is also an input", "shard as output");
   expect_one_line_exit_2(sh(dir, "merge a1.json a2.json -o /nonexistent-dir/all.json"), "/nonexistent-dir/all.json",
                          "unwritable");

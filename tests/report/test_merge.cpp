@@ -151,6 +151,35 @@ TEST(Shard, MergeRefusesWhatIsNotOneWholeRun) {
   EXPECT_NE(refusal({hostile, shard(2, 2)}).find("meta.shard.count is missing or not a whole number"), std::string::npos);
 }
 
+TEST(Shard, ShardsOfTwoBuildsMergeOnlyWhenAskedTo) {
+  json a = kRun, b = kRun;
+  a["git_commit"] = "aaaaaaaaaaaa";
+  b["git_commit"] = "bbbbbbbbbbbb";
+  const std::vector<ShardReport> two = {shard(1, 3, false, a), shard(3, 3, false, b), shard(2, 3, false, a)};
+  const std::string why = refusal(two);
+  EXPECT_NE(why.find("s3.json is a shard of another run than s1.json (git_commit: \"aaaaaaaaaaaa\" there, "
+                     "\"bbbbbbbbbbbb\" here; shards of builds known to give the same values merge with "
+                     "--across-commits)"),
+            std::string::npos)
+      << why;
+  const Report merged = merge_shards(two, {.across_commits = true});
+  Report want;
+  want.results = entries(0, 1000, false, false);
+  EXPECT_EQ(report_to_json(want)["results"], report_to_json(merged)["results"]);
+  EXPECT_EQ(merged.meta["merged"]["git_commits"], json({"aaaaaaaaaaaa", "aaaaaaaaaaaa", "bbbbbbbbbbbb"}))
+      << "in shard order";
+  // Only the commit may differ; and one commit needs no list.
+  json seed = b;
+  seed["seed"] = 5;
+  const std::string other = refusal({shard(1, 2, false, a), shard(2, 2, false, seed)});
+  EXPECT_NE(other.find("(seed: 4 there, 5 here)"), std::string::npos) << other;
+  EXPECT_EQ(other.find("--across-commits"), std::string::npos) << other;
+  EXPECT_THROW(merge_shards({shard(1, 2, false, a), shard(2, 2, false, seed)}, {.across_commits = true}), UsageError);
+  EXPECT_FALSE(merge_shards({shard(1, 2, false, a), shard(2, 2, false, a)}, {.across_commits = true})
+                   .meta["merged"]
+                   .contains("git_commits"));
+}
+
 TEST(Shard, StatesReadBackAndHostileStatesAreRefused) {
   Report r;
   r.results = entries(0, 100, false);
