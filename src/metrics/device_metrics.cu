@@ -93,8 +93,14 @@ __global__ void gold_kernel(GoldOnDevice a, Left left) {
   if (a.reference) leave_if_slow(left, s);
 }
 
+// At most 64 registers (eight blocks of 128 threads an SM): 72 had held
+// the blocks of 64 threads (17 <= C <= 32) to 14 an SM, and 80 (the
+// staged-gold instantiation) those of 32 (C <= 16) to 25; the
+// stage went 3.78 -> 3.36 ns a sample at C = 16, 12.96 -> 12.44 at C = 32
+// and 20.3 -> 19.4 at C = 64 (where shared memory holds seven blocks
+// either way), no spills (docs/gpu-notes.md, run 86).
 template <bool kStaged>
-__global__ void metrics_fast_kernel(GoldRead g, PathOnDevice p, double* out, Left left) {
+__global__ void __launch_bounds__(128, 8) metrics_fast_kernel(GoldRead g, PathOnDevice p, double* out, Left left) {
   const Smem m = carve();
   const long s = long(blockIdx.x);
   blocks::metrics_fast_program<kStaged>(DeviceBlock{int(blockDim.x)}, g, p, out, s, m.sm, m.fl, left.flags);
