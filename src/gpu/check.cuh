@@ -25,6 +25,14 @@ inline void check(cublasStatus_t s, const char* call, const char* file, int line
 // returns that maximum. The attribute belongs to a device,
 // so it is set once per (kernel, device), not once per process (gpu/device.cu).
 int allow_optin_smem(const void* kernel);
+// Units (warps or tasks of unit_warps warps) a block, at most max_units
+// and at most optin bytes of them, that keep the most units resident on a
+// multiprocessor of the current device (unit_smem bytes a unit): the
+// fewest among equals, for finer grids and shorter tails. Blocks an SM by
+// the occupancy calculator where `kernel` is given (its registers too),
+// else by shared memory (plus the device's reserve a block), threads and
+// blocks an SM. Where a unit runs does not change what it computes.
+int units_per_block(size_t unit_smem, int unit_warps, int max_units, int optin, const void* kernel = nullptr);
 
 }  // namespace chunkinv::gpu::detail
 

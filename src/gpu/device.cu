@@ -1,5 +1,6 @@
 // The CUDA side of gpu/gpu.hpp: is a usable GPU there, which, and what
 // runtime and driver.
+#include <algorithm>
 #include <mutex>
 #include <set>
 #include <string>
@@ -95,6 +96,31 @@ int allow_optin_smem(const void* kernel) {
     CUDA_CHECK(e);
   }
   return v;
+}
+
+int units_per_block(size_t unit_smem, int unit_warps, int max_units, int optin, const void* kernel) {
+  int dev = 0, sm_bytes = 0, reserved = 0, max_threads = 0, max_blocks = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&max_threads, cudaDevAttrMaxThreadsPerMultiProcessor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&max_blocks, cudaDevAttrMaxBlocksPerMultiprocessor, dev));
+  const size_t max_resident = size_t(max_threads) / (32 * size_t(unit_warps));
+  int best = 1;
+  size_t best_resident = 0;
+  for (int k = 1; k <= max_units && size_t(k) * unit_smem <= size_t(optin); ++k) {
+    size_t blocks = 0;
+    if (kernel) {
+      int b = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, 32 * unit_warps * k, size_t(k) * unit_smem));
+      blocks = size_t(b);
+    } else {
+      blocks = std::min<size_t>(size_t(sm_bytes) / (size_t(k) * unit_smem + size_t(reserved)), max_blocks);
+    }
+    const size_t resident = std::min(blocks * size_t(k), max_resident);
+    if (resident > best_resident) best = k, best_resident = resident;
+  }
+  return best;
 }
 
 }  // namespace detail

@@ -210,16 +210,7 @@ int key_row_warps(const void* kernel, size_t warp_bytes) {
   const std::lock_guard<std::mutex> lock(mu);
   const auto key = std::make_tuple(dev, kernel, warp_bytes);
   if (const auto it = found.find(key); it != found.end()) return it->second;
-  const int optin = gpu::detail::allow_optin_smem(kernel);
-  int best = 1, most = 0;
-  for (int w = 1; w <= 32 && size_t(w) * warp_bytes <= size_t(optin); ++w) {
-    int blocks = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 32 * w, size_t(w) * warp_bytes));
-    if (blocks * w > most) {
-      most = blocks * w;
-      best = w;
-    }
-  }
+  const int best = gpu::detail::units_per_block(warp_bytes, 1, 32, gpu::detail::allow_optin_smem(kernel), kernel);
   found[key] = best;
   return best;
 }

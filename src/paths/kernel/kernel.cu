@@ -383,28 +383,6 @@ class KernelPath final : public Path {
   detail::DeviceBuffer<float> d_pmax_;
 };
 
-}  // namespace
-
-int units_per_block(size_t unit_smem, int unit_warps, int max_units, int optin) {
-  int dev = 0, sm_bytes = 0, reserved = 0, max_threads = 0, max_blocks = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&max_threads, cudaDevAttrMaxThreadsPerMultiProcessor, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&max_blocks, cudaDevAttrMaxBlocksPerMultiprocessor, dev));
-  const size_t max_resident = size_t(max_threads) / (32 * size_t(unit_warps));
-  int best = 1;
-  size_t best_resident = 0;
-  for (int k = 1; k <= max_units && size_t(k) * unit_smem <= size_t(optin); ++k) {
-    const size_t blocks = std::min<size_t>(size_t(sm_bytes) / (size_t(k) * unit_smem + size_t(reserved)), max_blocks);
-    const size_t resident = std::min(blocks * size_t(k), max_resident);
-    if (resident > best_resident) best = k, best_resident = resident;
-  }
-  return best;
-}
-
-namespace {
-
 // A launch whose warps hold the scaled keys in shared memory (keys) or not.
 KernelLaunch plan(int cp, int dim, bool keys) {
   const int optin = detail::allow_optin_smem(reinterpret_cast<const void*>(kernel_path_kernel));
@@ -413,7 +391,7 @@ KernelLaunch plan(int cp, int dim, bool keys) {
   if (l.warp_smem > size_t(optin))
     throw UsageError("path kernel: chunk " + std::to_string(cp) + " x dim " + std::to_string(dim) +
                      " needs more shared memory than one block has");
-  l.warps = units_per_block(l.warp_smem, 1, kWarpsPerBlockMax, optin);  // one warp a task
+  l.warps = detail::units_per_block(l.warp_smem, 1, kWarpsPerBlockMax, optin);  // one warp a task
   return l;
 }
 

@@ -42,13 +42,6 @@ struct KernelLaunch {
   size_t warp_smem = 0;   // bytes per warp
 };
 
-// Units (warps or tasks of unit_warps warps) a block, at most max_units,
-// that keep the most units resident on a multiprocessor of the current
-// device, whose shared memory limits them (unit_smem bytes a unit, plus
-// what the device reserves per block): the fewest among equals, for finer
-// grids and shorter tails. Where a unit runs does not change what it computes.
-int units_per_block(size_t unit_smem, int unit_warps, int max_units, int optin);
-
 KernelLaunch plan_launch(int cp, int dim);
 // The launch of stable runs alone (tasks [n, 2n), task_first = n): no keys in
 // shared memory, so more warps an SM.

@@ -367,7 +367,7 @@ void launch(const KernelArgs& a, int tasks, cudaStream_t st) {
   if (task_smem > size_t(optin))
     throw UsageError("path kernel: chunk " + std::to_string(CP) + " x dim " + std::to_string(a.dim) +
                      " needs more shared memory than one block has");
-  const int per_block = units_per_block(task_smem, Layout<CP>::TW, kThreadsMax / (32 * Layout<CP>::TW), optin);
+  const int per_block = detail::units_per_block(task_smem, Layout<CP>::TW, kThreadsMax / (32 * Layout<CP>::TW), optin);
   const int blocks = (tasks + per_block - 1) / per_block;
   kernel_path_v2<CP><<<blocks, 32 * Layout<CP>::TW * per_block, per_block * task_smem, st>>>(a, task_smem);
   CUDA_CHECK_LAUNCH();
