@@ -116,7 +116,10 @@ TEST(Spec, ConfigSizeAndGridSizeAreBoundedBeforeExpanding) {
   // 2e5 decay floors in one list: refused by count, not run.
   const auto list_of = [](int n) {
     std::string l;
-    for (int i = 1; i <= n; ++i) l += (i > 1 ? "," : "") + std::to_string(-i);
+    for (int i = 1; i <= n; ++i) {
+      if (i > 1) l += ',';
+      l += std::to_string(-i);
+    }
     return l;
   };
   EXPECT_HAS(config_error(R"({"experiments": [{"decay_floor": [)" + list_of(200000) + "]}]}"),
