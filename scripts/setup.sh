@@ -7,7 +7,8 @@
 #   SETUP_TESTS       ON: the tests are configured (GoogleTest needed);
 #                     AUTO (run.sh): kept as the build folder has them, OFF in a new one
 #   CHUNKINV_CUDA     ON or OFF: the GPU paths; default ON where an NVIDIA
-#                     driver is loaded and nvcc is found, else OFF
+#                     driver is loaded and nvcc is found, or where the build
+#                     folder has them and nvcc is found, else OFF
 # A second run checks the few headers, skips the configuration and
 # rebuilds only what changed: seconds.
 set -euo pipefail
@@ -53,18 +54,24 @@ fi
 if ! command -v nvcc > /dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"  # nvcc is often installed outside PATH
 fi
+cached() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt" 2> /dev/null; }
 cuda="${CHUNKINV_CUDA:-}"
 if [ -z "$cuda" ]; then
   if [ -e /proc/driver/nvidia/version ] || timeout 10 nvidia-smi -L > /dev/null 2>&1; then
     cuda=ON
     command -v nvcc > /dev/null || { cuda=OFF; say "an NVIDIA driver but no nvcc: building the CPU paths only"; }
+  elif [ "$(cached CHUNKINV_CUDA)" = ON ] && command -v nvcc > /dev/null; then
+    # A build folder that has them (test.sh compiles them wherever nvcc is)
+    # keeps them: switching would rebuild everything, twice when run.sh and
+    # test.sh take turns; without a driver they say so and run nothing.
+    cuda=ON
+    say "no NVIDIA driver: keeping the GPU paths $BUILD_DIR/ was configured with (they report no GPU; CHUNKINV_CUDA=OFF drops them)"
   else
     cuda=OFF
     say "no NVIDIA driver: building the CPU paths only (CHUNKINV_CUDA=ON builds the GPU paths anyway)"
   fi
 fi
 
-cached() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt" 2> /dev/null; }
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || [ "$(cached CHUNKINV_CUDA)" != "$cuda" ] || [ "$(cached BUILD_TESTING)" != "$tests" ]; then
   say "configuring into $BUILD_DIR/ (GPU paths $cuda, tests $tests; log $BUILD_DIR.configure.log)"
   mkdir -p "$BUILD_DIR"
