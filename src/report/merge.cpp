@@ -110,21 +110,20 @@ Report merge_shards(const std::vector<ShardReport>& shards, const MergeRules& ru
     run.erase("git_commit");
     return run;
   };
-  const auto identity = [&](const json& run) { return rules.across_commits ? without_commit(run) : run; };
   bool commits_differ = false;
   for (const ShardInfo& s : info) {
     if (s.shard.count != ref.shard.count)
       throw UsageError(fmt::format("merge: {} is shard {}/{}, {} shard {}/{}: not the same split", s.from->path,
                                    s.shard.index, s.shard.count, ref.from->path, ref.shard.index, ref.shard.count));
-    if (identity(*s.run) != identity(*ref.run)) {  // what differs beside the commit first
-      const std::string other = first_difference(without_commit(*ref.run), without_commit(*s.run));
+    const std::string other = first_difference(without_commit(*ref.run), without_commit(*s.run));
+    const bool commit_differs = s.run->value("git_commit", json()) != ref.run->value("git_commit", json());
+    if (!other.empty() || (commit_differs && !rules.across_commits))  // what differs beside the commit first
       throw UsageError(fmt::format("merge: {} is a shard of another run than {} ({})", s.from->path, ref.from->path,
                                    !other.empty() ? other
                                                   : first_difference(*ref.run, *s.run) +
                                                         "; shards of builds known to give the same values merge with "
                                                         "--across-commits"));
-    }
-    commits_differ |= s.run->value("git_commit", json()) != ref.run->value("git_commit", json());
+    commits_differ |= commit_differs;
   }
   std::sort(info.begin(), info.end(), [](const ShardInfo& a, const ShardInfo& b) { return a.shard.index < b.shard.index; });
   for (size_t i = 1; i < info.size(); ++i)
