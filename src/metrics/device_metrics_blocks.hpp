@@ -139,30 +139,34 @@ CHUNKINV_HD inline void matrix_entries(int C, int T, int t, const F& f) {
 }
 
 // The gold's X (its inverse): C x C, row-major, up to C = 32; above, on a
-// finite L (gold_columns), column by column. The solve of column c starts
-// at row x_first(c) = c & ~31 (fp64_order.hpp; the threads of a warp walk
-// the same rows), but X keeps only rows x_kept(c) = c & ~3 (the panel of
-// the diagonal) to C - 1: the rows above are +0 (above the diagonal, on a
-// finite L; fp64_order.hpp), not solved for and read as +0. A column takes
-// x_len(C, c) doubles from x_col(C, c) on, odd so that a warp's threads,
-// one a column, read different banks: 2,240 doubles at C = 64, against
-// 3,136 with rows from x_first (five blocks an SM, run 55; the gold 282.9
-// -> 258.8 ns a sample with those against 4,096) and six blocks an SM now
-// (docs/gpu-notes.md, run 75). At C = 16 and 32 the columns measured
-// slower (15.4 -> 16.8, 56.7 -> 59.8 ns), and save nothing: the staged
+// finite L (gold_columns), by columns. The solve of column c starts at row
+// x_first(c) = c & ~31 (fp64_order.hpp; the threads of a warp walk the
+// same rows), but X keeps only rows x_kept(c) = c & ~3 (the panel of the
+// diagonal) to C - 1: the rows above are +0 (above the diagonal, on a
+// finite L; fp64_order.hpp), not solved for and read as +0. That took X
+// from 3,136 to 2,240 doubles at C = 64: six blocks an SM (run 75).
+// The columns of a group g (columns 4g .. 4g + 3, which keep the same
+// rows) are interleaved: row i of the group's four columns is four
+// consecutive doubles, from x_group(C, g) + 4 (i - 4g) on, and the group
+// is followed by x_pad(C) = 4 ((1 - C) mod 4) doubles, so that group g
+// starts at 4g modulo 16 doubles. Column c is then a pointer with a
+// stride of 4 (x_origin: row i at x_origin(C, c) + 4i), congruent to c
+// modulo 16, so a warp's 32 consecutive columns fall twice on each of the
+// 16 bank pairs, whether its lanes read one row (the solve) or
+// consecutive columns of a row (the writing phase): one wavefront a
+// half-warp. Columns end to end (each odd in length) put two to four
+// lanes on a bank pair: 30% excess wavefronts in the gold at C = 64
+// (run 87, docs/gpu-notes.md). At C = 16 and 32 the columns measured
+// slower (15.4 -> 16.8, 56.7 -> 59.8 ns) and save nothing: the staged
 // keys take as much of that space.
 CHUNKINV_HD inline bool gold_columns(int C) { return C > 32; }
 CHUNKINV_HD inline int x_first(int c) { return c & ~31; }
 CHUNKINV_HD inline int x_kept(int c) { return c & ~3; }
-CHUNKINV_HD inline int x_len(int C, int c) { return (C - x_kept(c)) | 1; }
-// Columns 4g .. 4g + 3 take (C - 4g) | 1 = C - 4g + e doubles each, e = 1
-// at an even C, 0 at an odd one; the groups g < q = c / 4 before c's take
-// 4 q (C + e) - 8 q (q - 1).
-CHUNKINV_HD inline int x_col(int C, int c) {
-  const int q = c / 4, e = 1 - (C & 1);
-  return 4 * q * (C + e) - 8 * q * (q - 1) + (c % 4) * x_len(C, c);
-}
-CHUNKINV_HD inline size_t x_doubles(int C) { return size_t(x_col(C, C - 1)) + size_t(x_len(C, C - 1)); }
+CHUNKINV_HD inline int x_pad(int C) { return 4 * ((1 - C) & 3); }
+// Groups g' < g take 4 (C - 4g') + x_pad(C) doubles each.
+CHUNKINV_HD inline int x_group(int C, int g) { return 4 * C * g - 8 * g * (g - 1) + x_pad(C) * g; }
+CHUNKINV_HD inline int x_origin(int C, int c) { return x_group(C, c / 4) - 4 * x_kept(c) + c % 4; }
+CHUNKINV_HD inline size_t x_doubles(int C) { return size_t(x_group(C, (C + 3) / 4) - x_pad(C)); }
 
 // The gold's shared memory (doubles): L's lower triangle packed, then X
 // sharing its space with the staged keys and cumulated gates, then cum and
@@ -691,8 +695,8 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
     auto kept = [](int c) { return kColumns ? x_kept(c) : 0; };
     auto column = [&](int c) {
       if constexpr (kColumns) {
-        double* col = m.X + x_col(C, c) - x_kept(c);
-        return [col](int i) -> double& { return col[i]; };
+        double* col = m.X + x_origin(C, c);
+        return [col](int i) -> double& { return col[4 * i]; };
       } else {
         double* col = m.X + c;
         return [col, C](int i) -> double& { return col[size_t(i) * C]; };
@@ -729,7 +733,7 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
         v = m.X[e];
         a.gold_inv[size_t(s) * csq + e] = v;
       } else if (finite) {  // +0 above the rows column j keeps
-        v = i >= x_kept(j) ? m.X[x_col(C, j) + i - x_kept(j)] : 0.0;
+        v = i >= x_kept(j) ? m.X[x_origin(C, j) + 4 * i] : 0.0;
         a.gold_inv[size_t(s) * csq + e] = v;
       } else {  // the solve's own writes, before this phase
         v = a.gold_inv[size_t(s) * csq + e];
@@ -763,11 +767,11 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
           m.terms, m.acc, fl);
     } else {  // C > 32: no entry of X is read above the diagonal
       residual_sums(
-          blk, C, l, [&](int k, int j) { return m.X[x_col(C, j) + k - x_kept(j)]; },
+          blk, C, l, [&](int k, int j) { return m.X[x_origin(C, j) + 4 * k]; },
           [&](int i, int j) {
-            const double* xc = m.X + x_col(C, j) - x_kept(j);  // column j, its rows j..i in order
-            return fp64::unit_plus_times_lower_walk(C, i, j, m.L + packed_at(i, 0), xc + j, xc + i,
-                                                    fp64::StrideStep{1});
+            const double* xc = m.X + x_origin(C, j);  // column j, its rows j..i in order
+            return fp64::unit_plus_times_lower_walk(C, i, j, m.L + packed_at(i, 0), xc + 4 * j, xc + 4 * i,
+                                                    fp64::StrideStep{4});
           },
           m.terms, m.acc, fl);
     }

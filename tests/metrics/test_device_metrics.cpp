@@ -588,22 +588,71 @@ TEST(DeviceMetrics, SolveSumsFitTheirThreadsAndSpace) {
 }
 
 // The gold's X by columns (C > 32): each column from the panel of its
-// diagonal, odd lengths laid end to end; six blocks of C = 64 (per-token
-// gates) fit an sm_90 multiprocessor's 228 KB, with its 1 KB a block.
+// diagonal, four columns interleaved; every kept entry has its own double
+// of the space; six blocks of C = 64 (per-token gates) fit an sm_90
+// multiprocessor's 228 KB, with its 1 KB a block.
 TEST(DeviceMetrics, GoldColumnsTileTheirSpace) {
   using namespace gpu::blocks;
   for (int C = 33; C <= gpu::kMaxMetricsChunk; ++C) {
-    int at = 0;
+    std::vector<int> owner(x_doubles(C), -1);
+    long kept = 0;
     for (int c = 0; c < C; ++c) {
-      EXPECT_EQ(x_col(C, c), at) << "C = " << C << ", column " << c;
-      EXPECT_EQ(x_len(C, c) % 2, 1);
-      EXPECT_GE(x_len(C, c), C - x_kept(c));
       EXPECT_TRUE(x_kept(c) <= c && x_kept(c) % 4 == 0 && x_kept(c) >= x_first(c));
-      at += x_len(C, c);
+      for (int i = x_kept(c); i < C; ++i, ++kept) {
+        const long at = long(x_origin(C, c)) + 4L * i;
+        ASSERT_TRUE(at >= 0 && at < long(owner.size())) << "C = " << C << ", (" << i << ", " << c << ")";
+        EXPECT_EQ(owner[size_t(at)], -1) << "C = " << C << ", (" << i << ", " << c << ") shares " << at;
+        owner[size_t(at)] = i * C + c;
+      }
     }
-    EXPECT_EQ(x_doubles(C), size_t(at)) << "C = " << C;
+    // Nothing but the groups' padding and the slots of a last group's missing columns left over.
+    const long groups = (C + 3) / 4;
+    EXPECT_EQ(long(x_doubles(C)), kept + (groups - 1) * x_pad(C) + 4L * (C - 4 * (groups - 1)) - (C - 4 * (groups - 1)) * (C - 4 * (groups - 1)))
+        << "C = " << C;
   }
   EXPECT_LE(6 * (gold_smem_doubles(64, false) * sizeof(double) + 1024), size_t(228) * 1024);
+}
+
+// The banks of the gold's X (32 banks of 4 bytes; a warp's access takes,
+// in each bank, a wavefront for each distinct word): the solve's lanes,
+// one a column of 32 consecutive, read or write one row; the writing
+// phase's lanes read consecutive columns of one row. Either takes
+// ceil(lanes / 16) wavefronts, the fewest 8-byte accesses can, at every
+// C > 32 (columns end to end took up to 4 at C = 64: 30% excess
+// wavefronts in the gold, run 87).
+TEST(DeviceMetrics, GoldColumnsSpreadOverTheBanks) {
+  using namespace gpu::blocks;
+  // Wavefronts of the accesses to X's doubles at `at`.
+  auto wavefronts = [](const std::vector<long>& at) {
+    std::vector<std::vector<long>> pair(16);
+    for (long a : at) {
+      auto& p = pair[size_t(a % 16)];
+      if (std::find(p.begin(), p.end(), a) == p.end()) p.push_back(a);
+    }
+    size_t most = 0;
+    for (const auto& p : pair) most = std::max(most, p.size());
+    return long(most);
+  };
+  long accesses = 0;
+  for (int C = 33; C <= gpu::kMaxMetricsChunk; ++C) {
+    for (int i = 0; i < C; ++i) {
+      for (int c0 = 0; c0 < C; c0 += 32) {  // the solve: a warp's columns on row i
+        std::vector<long> at;
+        for (int c = c0; c < std::min(C, c0 + 32); ++c)
+          if (i >= x_kept(c)) at.push_back(long(x_origin(C, c)) + 4L * i);
+        EXPECT_EQ(wavefronts(at), (long(at.size()) + 15) / 16) << "C = " << C << ", the solve, row " << i << ", columns from " << c0;
+        ++accesses;
+      }
+      for (int j0 = 0; j0 <= i; ++j0) {  // the writing phase: consecutive kept columns of row i
+        std::vector<long> at;
+        for (int j = j0; j < std::min(C, j0 + 32); ++j)
+          if (i >= x_kept(j)) at.push_back(long(x_origin(C, j)) + 4L * i);
+        EXPECT_EQ(wavefronts(at), (long(at.size()) + 15) / 16) << "C = " << C << ", writing, row " << i << ", columns from " << j0;
+        ++accesses;
+      }
+    }
+  }
+  EXPECT_GT(accesses, 0);
 }
 
 TEST(DeviceMetrics, MetricSetsHaveTheCountsTheDeviceWrites) {
