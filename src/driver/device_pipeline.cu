@@ -42,20 +42,32 @@ namespace chunkinv {
 
 using gpu::detail::DeviceBuffer;
 
+// A batch's inputs, two sets of them: the next batch's are generated on
+// the inputs' stream while the worker's stream takes the batch before.
+struct InputBuffers {
+  DeviceBuffer<uint16_t> keys, beta16;
+  DeviceBuffer<double> g, beta;
+  cudaEvent_t ready = nullptr, read = nullptr;  // generated; read by the gold and the kernel
+};
+
 struct DevicePipeline::Worker {
   int device = 0;
-  cudaStream_t stream = nullptr;
-  DeviceBuffer<uint16_t> keys, beta16, gold16, decay, inv_decay, l, inv, sinv;
-  DeviceBuffer<double> g, beta, gold_l, gold_inv, values, values2, reference;
+  cudaStream_t stream = nullptr, inputs_stream = nullptr;
+  InputBuffers inputs[2];
+  DeviceBuffer<uint16_t> gold16, decay, inv_decay, l, inv, sinv;
+  DeviceBuffer<double> gold_l, gold_inv, values, values2, reference;
   DeviceBuffer<int> hp;
   DeviceBuffer<float> pmax;
   std::vector<std::unique_ptr<DeviceSketch>> sketches;  // one per task, kept while their metric counts fit
 
   ~Worker() {
-    if (stream) {
-      cudaSetDevice(device);
-      cudaStreamDestroy(stream);
+    cudaSetDevice(device);
+    for (InputBuffers& b : inputs) {
+      if (b.ready) cudaEventDestroy(b.ready);
+      if (b.read) cudaEventDestroy(b.read);
     }
+    if (inputs_stream) cudaStreamDestroy(inputs_stream);
+    if (stream) cudaStreamDestroy(stream);
   }
 };
 
@@ -103,7 +115,8 @@ uint64_t batch_samples(const Configuration& c, int gate_width) {
 // the events' synchronisation would cost overlap between batches.
 class StageClock {
  public:
-  StageClock() : on_(std::getenv("CHUNKINV_PIPELINE_STAGES") != nullptr) {}
+  StageClock() : on_(enabled()) {}
+  static bool enabled() { return std::getenv("CHUNKINV_PIPELINE_STAGES") != nullptr; }
   ~StageClock() {
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
@@ -156,16 +169,31 @@ class StageClock {
   std::vector<double> ms_;
 };
 
+// Workers a device: above C = 32 two, each taking half of a round's part
+// of the device (contiguous, merged in order, so the same states), their
+// launches filling the tails of each other's; run 91 (docs/gpu-notes.md),
+// the peer's work, 8e6 samples at C = 64: 2.28 s against 2.32-2.37 with
+// one, 2e7 at C = 32 2.19 against 2.22-2.23; at C = 16 1.72-1.75 against
+// 1.68-1.73, so one there. One while the stages are timed.
+constexpr int kWorkersPerDevice = 2;
+int workers_per_device(int chunk) { return chunk > 32 && !StageClock::enabled() ? 2 : 1; }
+
 }  // namespace
 
 DevicePipeline::DevicePipeline(std::vector<PathChoice> paths, std::vector<int> devices)
     : paths_(std::move(paths)), devices_(std::move(devices)) {
   if (devices_.empty()) throw UsageError("the GPU pipeline: no device to run on");
-  for (int d : devices_) {
+  for (int i = 0; i < kWorkersPerDevice * int(devices_.size()); ++i) {
+    const int d = devices_[size_t(i / kWorkersPerDevice)];
     auto w = std::make_unique<Worker>();
     w->device = d;
     CUDA_CHECK(cudaSetDevice(d));
     CUDA_CHECK(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&w->inputs_stream, cudaStreamNonBlocking));
+    for (InputBuffers& b : w->inputs) {
+      CUDA_CHECK(cudaEventCreateWithFlags(&b.ready, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventCreateWithFlags(&b.read, cudaEventDisableTiming));
+    }
     workers_.push_back(std::move(w));
   }
 }
@@ -174,13 +202,18 @@ DevicePipeline::~DevicePipeline() = default;
 
 namespace {
 
-void run_part(DevicePipeline::Worker&, const Group&, const std::vector<PathChoice>&, uint64_t, SampleRange,
+void run_part(DevicePipeline::Worker&, const Group&, const std::vector<PathChoice>&, uint64_t, SampleRange, uint64_t,
               std::vector<std::vector<SketchState>>&);
 
 }  // namespace
 
 std::vector<std::vector<SketchState>> DevicePipeline::run(const Group& group, uint64_t seed, SampleRange range) {
-  const size_t nd = workers_.size();
+  // Workers each device takes (workers_ holds kWorkersPerDevice a device, in device order).
+  const int per = workers_per_device(group.config.chunk);
+  std::vector<Worker*> active;
+  for (size_t i = 0; i < workers_.size(); ++i)
+    if (int(i % kWorkersPerDevice) < per) active.push_back(workers_[i].get());
+  const size_t nd = active.size();
   std::vector<std::vector<std::vector<SketchState>>> parts(nd);
   std::vector<std::exception_ptr> errors(nd);
   auto part_range = [&](size_t i) {
@@ -189,7 +222,7 @@ std::vector<std::vector<SketchState>> DevicePipeline::run(const Group& group, ui
   };
   auto work = [&](size_t i) {
     try {
-      run_part(*workers_[i], group, paths_, seed, part_range(i), parts[i]);
+      run_part(*active[i], group, paths_, seed, part_range(i), batch_cap_, parts[i]);
     } catch (...) {
       errors[i] = std::current_exception();
     }
@@ -214,7 +247,7 @@ std::vector<std::vector<SketchState>> DevicePipeline::run(const Group& group, ui
 namespace {
 
 void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<PathChoice>& paths, uint64_t seed,
-              SampleRange range, std::vector<std::vector<SketchState>>& states) {
+              SampleRange range, uint64_t batch_cap, std::vector<std::vector<SketchState>>& states) {
   CUDA_CHECK(cudaSetDevice(w.device));
   const Configuration& cfg = group.config;
   const int C = cfg.chunk, d = cfg.dim, gw = generated_gate_width(cfg);
@@ -222,7 +255,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
   const KernelChoice kc = kernel_choice(group, paths);
   const int cp = std::max((C + 15) / 16 * 16, kc.pad);
   const gpu::KernelLaunch launch = gpu::plan_launch(cp, d), stable_launch = gpu::plan_stable_launch(cp, d);
-  const uint64_t batch = batch_samples(cfg, gw);
+  const uint64_t batch = batch_cap ? std::min(batch_cap, batch_samples(cfg, gw)) : batch_samples(cfg, gw);
   const size_t cap = size_t(std::min<uint64_t>(batch, std::max<uint64_t>(range.count, 1)));
   cudaStream_t st = w.stream;
 
@@ -238,11 +271,21 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
     else w.sketches[t]->reset();
   }
 
-  DeviceSampleBuffers in;
-  in.keys = w.keys.get(cap * C * d);
-  in.g = w.g.get(cap * C * gw);
-  in.beta = w.beta.get(cap * C);
-  in.beta_fp16 = w.beta16.get(cap * C);
+  // Inputs on their own stream, two batches' sets, where the stages are not
+  // timed (the clock's marks are on the worker's stream).
+  const bool overlap = !StageClock::enabled();
+  DeviceSampleBuffers ins[2];
+  for (int b = 0; b < (overlap ? 2 : 1); ++b) {
+    InputBuffers& ib = w.inputs[b];
+    ins[b].keys = ib.keys.get(cap * C * d);
+    ins[b].g = ib.g.get(cap * C * gw);
+    ins[b].beta = ib.beta.get(cap * C);
+    ins[b].beta_fp16 = ib.beta16.get(cap * C);
+  }
+  cudaStream_t in_st = overlap ? w.inputs_stream : st;
+  if (overlap) {  // the sets are free once the worker's stream is past its earlier work
+    for (InputBuffers& ib : w.inputs) CUDA_CHECK(cudaEventRecord(ib.read, st));
+  }
   double* gold_l = w.gold_l.get(cap * csq);
   double* gold_inv = w.gold_inv.get(cap * csq);
   uint16_t* gold16 = w.gold16.get(cap * csq);
@@ -278,10 +321,18 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
 
   timeline("GPU pipeline: buffers and sketches ready");
   StageClock clock;
-  for (uint64_t done = 0; done < range.count;) {
+  for (uint64_t done = 0, k = 0; done < range.count; ++k) {
     const int n = int(std::min<uint64_t>(cap, range.count - done));
+    const int b = overlap ? int(k & 1) : 0;
+    const DeviceSampleBuffers& in = ins[b];
+    InputBuffers& ib = w.inputs[b];
     clock.mark(nullptr, st);
-    generate_on_device(cfg, seed, range.first + done, n, in, st);
+    if (overlap) CUDA_CHECK(cudaStreamWaitEvent(in_st, ib.read, 0));
+    generate_on_device(cfg, seed, range.first + done, n, in, in_st);
+    if (overlap) {
+      CUDA_CHECK(cudaEventRecord(ib.ready, in_st));
+      CUDA_CHECK(cudaStreamWaitEvent(st, ib.ready, 0));
+    }
     clock.mark("inputs", st);
 
     gpu::GoldOnDevice go;
@@ -337,6 +388,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
       b.warp_smem = stable_launch.warp_smem;
       run(b, stable_launch);
     }
+    if (overlap) CUDA_CHECK(cudaEventRecord(ib.read, st));  // the last reader of the inputs
     clock.mark("kernel", st);
 
     const gpu::GoldRead gold{n, C, gold_l, gold_inv};

@@ -46,12 +46,17 @@ class DevicePipeline {
   std::vector<std::vector<SketchState>> run(const Group& group, uint64_t seed, SampleRange range);
 
   const std::vector<int>& devices() const { return devices_; }
+  // At most `samples` a batch (0: by device memory alone, about 2 GiB of
+  // buffers a worker): tests take many small batches through the two
+  // input sets.
+  void set_batch_cap(uint64_t samples) { batch_cap_ = samples; }
 
   struct Worker;  // one device's stream, buffers and sketches (device_pipeline.cu)
 
  private:
   std::vector<PathChoice> paths_;
   std::vector<int> devices_;
+  uint64_t batch_cap_ = 0;
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 

@@ -174,6 +174,33 @@ TEST(DevicePipelineGpu, WorkersDoNotChangeTheStates) {
     }
 }
 
+// Batches of 1,000 samples: each batch's inputs are generated into one of
+// two sets on their own stream while the worker's stream takes the batch
+// before; the states are those of one batch for the whole range, which
+// they would not be if a set were overwritten before the gold and the
+// kernel had read it.
+TEST(DevicePipelineGpu, SmallBatchesDoNotChangeTheStates) {
+  CHUNKINV_REQUIRE_GPU();
+  const auto paths = parse_paths("gold,kernel");
+  for (int chunk : {16, 64}) {
+    const auto points = points_of({"family=model_like", "chunk=" + std::to_string(chunk), "dim=128"});
+    Runner runner(paths, RunnerOptions{});
+    const Plan plan = runner.plan(points);
+    ASSERT_EQ(plan.groups.size(), 1u);
+    DevicePipeline whole(paths, {0}), small(paths, {0});
+    small.set_batch_cap(1000);
+    const SampleRange range{77, 15500};
+    const auto a = whole.run(plan.groups[0], 6, range);
+    const auto b = small.run(plan.groups[0], 6, range);
+    ASSERT_EQ(a.size(), b.size());
+    size_t differ = 0, states = 0;
+    for (size_t t = 0; t < a.size(); ++t)
+      for (size_t m = 0; m < a[t].size(); ++m, ++states) differ += !(a[t][m] == b[t][m]);
+    std::printf("C = %d, 16 batches against 1: %zu of %zu states differ\n", chunk, differ, states);
+    EXPECT_EQ(differ, 0u) << "C = " << chunk;
+  }
+}
+
 TEST(DevicePipelineCli, ShardsOfAPipelineRunMergeToTheHostRun) {
   CHUNKINV_REQUIRE_GPU();
   const std::string dir = chunkinv::testing::test_dir("pipeline");
