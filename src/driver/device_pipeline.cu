@@ -1,7 +1,9 @@
-// The GPU pipeline's workers (driver/device_pipeline.hpp). Per device and
-// batch, all on one stream, nothing copied to the host:
+// The GPU pipeline's workers (driver/device_pipeline.hpp): one a device,
+// two above C = 32 (workers_per_device). Per worker and batch, nothing
+// copied to the host:
 //   1. the inputs of samples [first, first + n): keys (BF16 bits), g, beta
-//      and fp16(beta) (inputs/device_families);
+//      and fp16(beta) (inputs/device_families), on the inputs' stream into
+//      one of two sets, while the worker's stream takes the batch before;
 //   2. the gold L and inverse in FP64, fp16(gold L) and the gold's own
 //      metrics (evaluate_reference) (metrics/device_metrics);
 //   3. the kernel path's 2n tasks of KernelPath::run_batch's launch, in two
@@ -15,9 +17,12 @@
 //      L, and the method on it is the same arithmetic. With both the kernel
 //      path's entry and the gold path's, one launch computes the two
 //      (metrics_pair_on_device: shared operands and sums) where that pays.
-// After the last batch the sketches' states come back. Stream order alone
-// orders the stages: a stage's buffer is rewritten only by the next batch's
-// same stage, after everything before it on the stream.
+//   2-4 on the worker's stream, after an event that the inputs are drawn.
+// After the last batch the sketches' states come back. Stream order orders
+// stages 2-4: a stage's buffer is rewritten only by the next batch's same
+// stage, after everything before it on the stream; an input set is
+// rewritten two batches on, after an event that the kernel (its last
+// reader) is done with it.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
