@@ -154,9 +154,10 @@ CHUNKINV_HD inline void matrix_entries(int C, int T, int t, const F& f) {
 // modulo 16, so a warp's 32 consecutive columns fall twice on each of the
 // 16 bank pairs, whether its lanes read one row (the solve) or
 // consecutive columns of a row (the writing phase): one wavefront a
-// half-warp. Columns end to end (each odd in length) put two to four
-// lanes on a bank pair: 30% excess wavefronts in the gold at C = 64
-// (run 87, docs/gpu-notes.md). At C = 16 and 32 the columns measured
+// half-warp. The columns laid end to end before (each odd in length) put
+// two to four lanes on a bank pair: run 88 at C = 64, 300.1 -> 214.7
+// million shared wavefronts in a launch, the gold 119.4 -> 117.5 ns a
+// sample (docs/gpu-notes.md). At C = 16 and 32 the columns measured
 // slower (15.4 -> 16.8, 56.7 -> 59.8 ns) and save nothing: the staged
 // keys take as much of that space.
 CHUNKINV_HD inline bool gold_columns(int C) { return C > 32; }

@@ -606,9 +606,8 @@ TEST(DeviceMetrics, GoldColumnsTileTheirSpace) {
       }
     }
     // Nothing but the groups' padding and the slots of a last group's missing columns left over.
-    const long groups = (C + 3) / 4;
-    EXPECT_EQ(long(x_doubles(C)), kept + (groups - 1) * x_pad(C) + 4L * (C - 4 * (groups - 1)) - (C - 4 * (groups - 1)) * (C - 4 * (groups - 1)))
-        << "C = " << C;
+    const long groups = (C + 3) / 4, last = C - 4 * (groups - 1);  // the last group's columns, and rows
+    EXPECT_EQ(long(x_doubles(C)), kept + (groups - 1) * x_pad(C) + 4 * last - last * last) << "C = " << C;
   }
   EXPECT_LE(6 * (gold_smem_doubles(64, false) * sizeof(double) + 1024), size_t(228) * 1024);
 }
