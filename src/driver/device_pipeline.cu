@@ -181,7 +181,7 @@ class StageClock {
 // one, 2e7 at C = 32 2.19 against 2.22-2.23; at C = 16 1.72-1.75 against
 // 1.68-1.73, so one there. One while the stages are timed.
 constexpr int kWorkersPerDevice = 2;
-int workers_per_device(int chunk) { return chunk > 32 && !StageClock::enabled() ? 2 : 1; }
+int workers_per_device(int chunk) { return chunk > 32 && !StageClock::enabled() ? kWorkersPerDevice : 1; }
 
 }  // namespace
 
@@ -260,7 +260,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
   const KernelChoice kc = kernel_choice(group, paths);
   const int cp = std::max((C + 15) / 16 * 16, kc.pad);
   const gpu::KernelLaunch launch = gpu::plan_launch(cp, d), stable_launch = gpu::plan_stable_launch(cp, d);
-  const uint64_t batch = batch_cap ? std::min(batch_cap, batch_samples(cfg, gw)) : batch_samples(cfg, gw);
+  const uint64_t batch = std::min(batch_samples(cfg, gw), batch_cap ? batch_cap : UINT64_MAX);
   const size_t cap = size_t(std::min<uint64_t>(batch, std::max<uint64_t>(range.count, 1)));
   cudaStream_t st = w.stream;
 

@@ -176,9 +176,9 @@ TEST(DevicePipelineGpu, WorkersDoNotChangeTheStates) {
 
 // Batches of 1,000 samples: each batch's inputs are generated into one of
 // two sets on their own stream while the worker's stream takes the batch
-// before; the states are those of one batch for the whole range, which
-// they would not be if a set were overwritten before the gold and the
-// kernel had read it.
+// before; the states are those of one batch a worker (C = 64 has two
+// workers, each with half the range), which they would not be if a set
+// were overwritten before the gold and the kernel had read it.
 TEST(DevicePipelineGpu, SmallBatchesDoNotChangeTheStates) {
   CHUNKINV_REQUIRE_GPU();
   const auto paths = parse_paths("gold,kernel");
@@ -196,7 +196,7 @@ TEST(DevicePipelineGpu, SmallBatchesDoNotChangeTheStates) {
     size_t differ = 0, states = 0;
     for (size_t t = 0; t < a.size(); ++t)
       for (size_t m = 0; m < a[t].size(); ++m, ++states) differ += !(a[t][m] == b[t][m]);
-    std::printf("C = %d, 16 batches against 1: %zu of %zu states differ\n", chunk, differ, states);
+    std::printf("C = %d, batches of 1,000 against one a worker: %zu of %zu states differ\n", chunk, differ, states);
     EXPECT_EQ(differ, 0u) << "C = " << chunk;
   }
 }
