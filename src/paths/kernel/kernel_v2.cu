@@ -11,10 +11,14 @@
 // A task (a whole sample, or a stable run on fp16(gold L)) takes CP / 16
 // warps, warp w owning the output rows 16w..16w+15 of every product, so that
 // at C = 64 a task's chains of mma run on four warps side by side instead
-// of one; its warps meet at a named barrier (one a task of the block). The
-// scaled keys are dead once L is formed, so they share their space with the
-// three Neumann matrices formed after it (44.7 instead of 71.7 KB a task at
-// C = 64, 37.5 without keys). Fragments are read with ldmatrix (one
+// of one; a block holds one such task, whose warps meet at its barrier. A
+// warp's rows of INV and of P stay in registers from one product to the
+// next, as A fragments (an mma's outputs are laid out as the next one's A
+// operand); only each new P goes to shared memory, for every warp's B
+// operand, and INV's update and the next square read each B fragment once
+// between them. The scaled keys are dead once L is formed, so they share
+// their space with the next P (44.7 KB a task at C = 64, 18.7 without
+// keys). Fragments are read with ldmatrix (one
 // instruction for four 8 x 8 blocks; .trans for the Neumann's B operand,
 // which v1 reads as four 16-bit loads). Each output tile still starts from
 // a zero C operand and chains its k-blocks in increasing order, so no value
@@ -37,11 +41,17 @@ namespace {
 using namespace tiles;
 
 constexpr uint16_t kF16One = 0x3C00;
-constexpr int kThreadsMax = 256;               // warps of a block: tasks x CP / 16
+constexpr int kThreadsMax = 256;  // CP = 16: warps (tasks) of a block
+
+// Registers a thread, at most, so that as many tasks are resident on an SM
+// as their shared memory allows: 640 threads at C = 64 (five tasks of 44.7
+// KB), 672 at 48 (seven of 32.0), 640 at 32 (ten of 20.3), 672 at 16
+// (21 of 9.6); 96 x 672 registers fit in the SM's 65,536.
+constexpr int kRegistersMax = 96;
 
 // A task's shared memory: G2, the decays, fp16(beta) and the warps' power
 // maxima, then L/P (mat[0]), then either the scaled keys (kd, ki) or, once
-// L is formed, the other three Neumann matrices in the same bytes.
+// L is formed, the next P (mat[1]) in the same bytes.
 template <int CP>
 struct Layout {
   static constexpr int TW = CP / 16;  // warps a task
@@ -50,12 +60,12 @@ struct Layout {
   static constexpr size_t kSmall = (size_t(CP) * 4 + 3 * size_t(CP) * 2 + TW * 4 + 15) / 16 * 16;
   static size_t task_bytes(int dim, bool keys) {
     const size_t k = keys ? 2 * size_t(CP) * key_stride(dim) * 2 : 0;
-    return kSmall + kMat + std::max(k, 3 * kMat);
+    return kSmall + kMat + std::max(k, kMat);
   }
 };
 
 struct TaskSmem {
-  uint16_t* mat[4];
+  uint16_t* mat[2];  // P and the next P
   uint16_t *kd, *ki;
   uint16_t *decay, *inv, *beta;
   float* g2;
@@ -73,20 +83,23 @@ __device__ __forceinline__ TaskSmem carve_task(char* base, int dim) {
   s.wmax = reinterpret_cast<float*>(s.beta + CP);
   char* m = base + Lt::kSmall;
   s.mat[0] = reinterpret_cast<uint16_t*>(m);
-  for (int i = 1; i < 4; ++i) s.mat[i] = reinterpret_cast<uint16_t*>(m + i * Lt::kMat);
+  s.mat[1] = reinterpret_cast<uint16_t*>(m + Lt::kMat);
   s.kd = reinterpret_cast<uint16_t*>(m + Lt::kMat);
   s.ki = s.kd + size_t(CP) * key_stride(dim);
   return s;
 }
 
-// The task's warps meet: a named barrier (id 1 + the task's place in its
-// block; 0 is __syncthreads') for TW > 1, the warp's own for one.
+// The task's warps meet: the block's barrier for TW > 1 (a block holds one
+// task there), the warp's own for one. Named barriers, one a task of a
+// block, cost more than they saved: an id held in a register makes ptxas
+// reserve all 16 of them, which allows four blocks an SM (run 96's ncu: 8
+// warps an SM at C = 32, where shared memory allows 20).
 template <int TW>
-__device__ __forceinline__ void task_sync(int id) {
+__device__ __forceinline__ void task_sync() {
   if constexpr (TW == 1) {
     __syncwarp();
   } else {
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(32 * TW) : "memory");
+    __syncthreads();
   }
 }
 
@@ -120,50 +133,6 @@ __device__ __forceinline__ void ldm_b2_rows(uint32_t b[4], const uint16_t* m, in
   ldmatrix_x4(b, m + (n0 + (lane & 7) + ((lane >> 4) << 3)) * stride + k0 + ((lane >> 3) & 1) * 8);
 }
 
-// Rows mi..mi+15 of D = A * B (+ Add), CP x CP FP16 in shared memory: every
-// 16 x 8 tile from a zero C operand, its k-blocks chained through C in
-// increasing order.
-template <int CP>
-__device__ __forceinline__ void matmul_rows(uint16_t* d, const uint16_t* a, const uint16_t* b, const uint16_t* add,
-                                            int mi, int lane) {
-  constexpr int MS = CP + 8;
-  const int g = lane >> 2, t = lane & 3;
-  uint32_t fa[CP / 16][4];
-#pragma unroll
-  for (int kb = 0; kb < CP; kb += 16) ldm_a(fa[kb / 16], a, MS, mi, kb, lane);
-#pragma unroll
-  for (int nj = 0; nj < CP; nj += 16) {
-    uint32_t acc[2][2] = {{0u, 0u}, {0u, 0u}};
-#pragma unroll
-    for (int kb = 0; kb < CP; kb += 16) {
-      uint32_t fb[4];
-      ldm_b2(fb, b, MS, kb, nj, lane);
-      ptx::mma_f16_f16(acc[0], fa[kb / 16], fb, acc[0]);
-      ptx::mma_f16_f16(acc[1], fa[kb / 16], fb + 2, acc[1]);
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int at = (mi + g) * MS + nj + 8 * h + 2 * t;
-      if (add) {
-        acc[h][0] = ptx::add_rn_f16x2(ld32(add + at), acc[h][0]);
-        acc[h][1] = ptx::add_rn_f16x2(ld32(add + at + 8 * MS), acc[h][1]);
-      }
-      st32(d + at, acc[h][0]);
-      st32(d + at + 8 * MS, acc[h][1]);
-    }
-  }
-}
-
-// The largest magnitude in rows mi..mi+15 (the lane's share; the task's
-// maximum is formed at the end, max being exact in any order).
-template <int CP>
-__device__ __forceinline__ float rows_max(const uint16_t* m, int mi, int lane, float v) {
-  constexpr int MS = CP + 8;
-#pragma unroll
-  for (int e = lane; e < 16 * CP; e += 32) v = fmaxf(v, magnitude(m[(mi + e / CP) * MS + e % CP]));
-  return v;
-}
-
 // Rows r0, r0 + step, ... (before r1) of the leading C x C block; where C
 // is the padded chunk itself, 16 bytes a lane at a time.
 template <int CP>
@@ -183,47 +152,135 @@ __device__ __forceinline__ void store_rows(uint16_t* out, const uint16_t* m, int
     for (int c = lane; c < chunk; c += 32) out[r * chunk + c] = m[r * MS + c];
 }
 
-// Step 6 on the FP16 strict-lower L in s.mat[0]; warp w of the task forms
-// rows 16w..16w+15 of every product. P*P reads every row of P, so the
-// task's warps meet after it; INV*P and INV's update read only the warp's
-// own rows of INV.
+// The warp's 16 rows of a CP x CP FP16 matrix as A fragments, one a k-block:
+// f[kb] holds (g, 16kb + 2t..), (g + 8, 16kb + 2t..), (g, 16kb + 8 + 2t..),
+// (g + 8, 16kb + 8 + 2t..), which is also how an mma's two 16 x 8 outputs
+// hold the columns 16kb..16kb+15 of the same rows: a product's result is
+// the next product's A operand without passing through shared memory.
 template <int CP>
-__device__ __forceinline__ void neumann(const TaskSmem& s, int chunk, int tw, int lane, int bar, uint16_t* inv_out,
+struct RowFrags {
+  uint32_t f[CP / 16][4];
+};
+
+// The largest magnitude among a register's two entries and v (the lane's
+// share; the task's maximum is formed at the end, max being exact in any
+// order).
+__device__ __forceinline__ float pair_max(uint32_t r, float v) {
+  return fmaxf(v, fmaxf(magnitude(uint16_t(r & 0xFFFF)), magnitude(uint16_t(r >> 16))));
+}
+
+// Fragment register i of k-block kb to row mi + g + 8(i & 1), columns
+// 16kb + 8(i >> 1) + 2t.. of m (shared memory).
+template <int CP>
+__device__ __forceinline__ void store_frag(uint16_t* m, uint32_t v, int kb, int i, int mi, int lane) {
+  constexpr int MS = CP + 8;
+  st32(m + (mi + (lane >> 2) + 8 * (i & 1)) * MS + 16 * kb + 8 * (i >> 1) + 2 * (lane & 3), v);
+}
+
+// One pass over B = P (CP x CP in shared memory) for the warp's rows mi..:
+// where `update`, INV = INV + INV * P; where `square`, the warp's rows of
+// P * P (A: its rows of P) to Pn, their magnitudes into pmax. Each 16 x 8
+// tile starts from a zero C operand and chains its k-blocks in increasing
+// order, INV's sum rounded once (add.rn.f16x2, INV's entry first): the
+// arithmetic of one product at a time, the two reading each B fragment once.
+template <int CP, bool update, bool square>
+__device__ __forceinline__ void neumann_pass(const uint16_t* P, uint16_t* Pn, RowFrags<CP>& inv, float& pmax, int mi,
+                                             int lane) {
+  constexpr int MS = CP + 8, KB = CP / 16;
+  RowFrags<CP> inv_next, pa;
+  if constexpr (square) {
+#pragma unroll
+    for (int kb = 0; kb < KB; ++kb) ldm_a(pa.f[kb], P, MS, mi, 16 * kb, lane);
+  }
+#pragma unroll
+  for (int nb = 0; nb < KB; ++nb) {
+    uint32_t ai[2][2] = {{0u, 0u}, {0u, 0u}}, ap[2][2] = {{0u, 0u}, {0u, 0u}};
+#pragma unroll
+    for (int kb = 0; kb < KB; ++kb) {
+      uint32_t fb[4];
+      ldm_b2(fb, P, MS, 16 * kb, 16 * nb, lane);
+      if constexpr (update) {
+        ptx::mma_f16_f16(ai[0], inv.f[kb], fb, ai[0]);
+        ptx::mma_f16_f16(ai[1], inv.f[kb], fb + 2, ai[1]);
+      }
+      if constexpr (square) {
+        ptx::mma_f16_f16(ap[0], pa.f[kb], fb, ap[0]);
+        ptx::mma_f16_f16(ap[1], pa.f[kb], fb + 2, ap[1]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (update) inv_next.f[nb][i] = ptx::add_rn_f16x2(inv.f[nb][i], ai[i >> 1][i & 1]);
+      if constexpr (square) {
+        store_frag<CP>(Pn, ap[i >> 1][i & 1], nb, i, mi, lane);
+        pmax = pair_max(ap[i >> 1][i & 1], pmax);
+      }
+    }
+  }
+  if constexpr (update) inv = inv_next;
+}
+
+// Step 6 on the FP16 strict-lower L in s.mat[0]: INV = I - P, then while
+// 2p < C, P = P * P and INV = INV + INV * P. Warp w of the task forms rows
+// 16w..16w+15 of every product. Its rows of INV stay in registers (no other
+// warp reads them); each new P goes to shared memory, every warp's B
+// operand; and the square of P for the next step shares its pass over B
+// with INV's update in this one. The task's warps meet after each new P
+// is written: no warp reads a P being formed or overwrites one still read.
+template <int CP>
+__device__ __forceinline__ void neumann(const TaskSmem& s, int chunk, int tw, int lane, uint16_t* inv_out,
                                         int* highest_power, float* power_max, uint16_t* powers_out) {
-  constexpr int MS = CP + 8, TW = CP / 16;
-  const int mi = 16 * tw;
+  constexpr int TW = CP / 16, MS = CP + 8;
+  const int mi = 16 * tw, g = lane >> 2, t = lane & 3;
   const int r_end = min(chunk, mi + 16);  // the warp's rows of the C x C block
   uint16_t* P = s.mat[0];
-  uint16_t* INV = s.mat[1];
-  uint16_t* Pn = s.mat[2];
-  uint16_t* INVn = s.mat[3];
+  uint16_t* Pn = s.mat[1];
+  RowFrags<CP> inv;
+  float pmax = 0.0f;
 #pragma unroll
-  for (int e = lane; e < 16 * CP; e += 32) {
-    const int r = mi + e / CP, c = e % CP;
-    INV[r * MS + c] = ptx::sub_rn_f16(r == c ? kF16One : uint16_t(0), P[r * MS + c]);
+  for (int kb = 0; kb < CP / 16; ++kb) {
+    uint32_t pa[4];
+    ldm_a(pa, P, MS, mi, 16 * kb, lane);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = mi + g + 8 * (i & 1), c = 16 * kb + 8 * (i >> 1) + 2 * t;
+      inv.f[kb][i] = ptx::pack2(ptx::sub_rn_f16(r == c ? kF16One : uint16_t(0), uint16_t(pa[i] & 0xFFFF)),
+                                ptx::sub_rn_f16(r == c + 1 ? kF16One : uint16_t(0), uint16_t(pa[i] >> 16)));
+      pmax = pair_max(pa[i], pmax);
+    }
   }
-  __syncwarp();
-  float pmax = rows_max<CP>(P, mi, lane, 0.0f);
   const size_t csq = size_t(chunk) * chunk;
   if (powers_out) store_rows<CP>(powers_out, P, chunk, mi, r_end, 1, lane);
   int p = 1, q = 0;
-  while (2 * p < chunk) {
-    matmul_rows<CP>(Pn, P, P, nullptr, mi, lane);
-    task_sync<TW>(bar);
+  // After each square: the warps meet, and the new P becomes P.
+  auto squared = [&] {
+    task_sync<TW>();
     uint16_t* tmp = P; P = Pn; Pn = tmp;
     p *= 2;
     ++q;
-    pmax = rows_max<CP>(P, mi, lane, pmax);
     if (powers_out) store_rows<CP>(powers_out + q * csq, P, chunk, mi, r_end, 1, lane);
-    matmul_rows<CP>(INVn, INV, P, INV, mi, lane);
-    __syncwarp();
-    tmp = INV; INV = INVn; INVn = tmp;
+  };
+  if (2 * p < chunk) {
+    neumann_pass<CP, false, true>(P, Pn, inv, pmax, mi, lane);
+    squared();
+    while (2 * p < chunk) {
+      neumann_pass<CP, true, true>(P, Pn, inv, pmax, mi, lane);
+      squared();
+    }
+    neumann_pass<CP, true, false>(P, Pn, inv, pmax, mi, lane);
   }
-  store_rows<CP>(inv_out, INV, chunk, mi, r_end, 1, lane);
+  // INV's rows to global memory through the warp's rows of Pn, which no
+  // warp reads after the last meeting.
+#pragma unroll
+  for (int kb = 0; kb < CP / 16; ++kb)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) store_frag<CP>(Pn, inv.f[kb][i], kb, i, mi, lane);
+  __syncwarp();
+  store_rows<CP>(inv_out, Pn, chunk, mi, r_end, 1, lane);
   pmax = warp_max(pmax);
   if constexpr (TW > 1) {
     if (lane == 0) s.wmax[tw] = pmax;
-    task_sync<TW>(bar);
+    task_sync<TW>();
 #pragma unroll
     for (int w = 0; w < TW; ++w) pmax = fmaxf(pmax, s.wmax[w]);
   }
@@ -277,14 +334,13 @@ __device__ __forceinline__ void form_l_rows(const TaskSmem& s, int chunk, int di
 }
 
 template <int CP>
-__global__ void __launch_bounds__(kThreadsMax) kernel_path_v2(KernelArgs args, size_t task_smem) {
+__global__ void __maxnreg__(kRegistersMax) kernel_path_v2(KernelArgs args, size_t task_smem) {
   extern __shared__ __align__(16) char smem[];
   constexpr int MS = CP + 8, TW = CP / 16, NT = 32 * TW;
   const int lane = threadIdx.x & 31;
   const int slot = threadIdx.x / NT;           // the task's place in the block
   const int tw = (threadIdx.x >> 5) % TW;      // the warp's place in the task
   const int th = tw * 32 + lane;               // the thread's place in the task
-  const int bar = 1 + slot;
   const long task = args.task_first + long(blockIdx.x) * (blockDim.x / NT) + slot;
   const int tasks = args.task_end ? args.task_end : args.gold_l ? 2 * args.n : args.n;
   if (task >= tasks) return;  // the task's warps alike
@@ -301,12 +357,12 @@ __global__ void __launch_bounds__(kThreadsMax) kernel_path_v2(KernelArgs args, s
     for (int e = th; e < CP * MS / 8; e += NT) z[e] = make_uint4(0, 0, 0, 0);
   }
   if (!full) {
-    task_sync<TW>(bar);
+    task_sync<TW>();
     const uint16_t* gl = args.gold_l + sample * csq;
     for (int r = tw; r < C; r += TW)
       for (int c = lane; c < C; c += 32) s.mat[0][r * MS + c] = gl[r * C + c];
-    task_sync<TW>(bar);
-    neumann<CP>(s, C, tw, lane, bar, args.stable_inv + sample * csq, args.highest_power + task,
+    task_sync<TW>();
+    neumann<CP>(s, C, tw, lane, args.stable_inv + sample * csq, args.highest_power + task,
                 args.power_max + task, powers);
     return;
   }
@@ -315,13 +371,13 @@ __global__ void __launch_bounds__(kThreadsMax) kernel_path_v2(KernelArgs args, s
     per_channel_scaled_keys(args, sample, s, CP, ks, th, NT);
   } else {
     // Steps 1-2, as v1: one thread sums G2 in row order.
-    token_decays(args, sample, s, CP, th, NT, [&] { task_sync<TW>(bar); });
+    token_decays(args, sample, s, CP, th, NT, [&] { task_sync<TW>(); });
     // Padded rows of the scaled keys are zero.
     for (int e = th; e < (CP - C) * ks / 8; e += NT) {
       reinterpret_cast<uint4*>(s.kd + C * ks)[e] = make_uint4(0, 0, 0, 0);
       reinterpret_cast<uint4*>(s.ki + C * ks)[e] = make_uint4(0, 0, 0, 0);
     }
-    task_sync<TW>(bar);
+    task_sync<TW>();
 
     // Step 3: 16-byte key loads, eight in flight per thread, then the BF16 products.
     const uint4* keys = reinterpret_cast<const uint4*>(args.keys + sample * C * size_t(d));
@@ -347,15 +403,15 @@ __global__ void __launch_bounds__(kThreadsMax) kernel_path_v2(KernelArgs args, s
       }
     }
   }
-  task_sync<TW>(bar);
+  task_sync<TW>();
 
   form_l_rows<CP>(s, C, d, 16 * tw, lane);
   // Every row of L is written, and the keys (whose bytes INV, Pn and INVn
   // take next) are read by every warp, before any warp goes on.
-  task_sync<TW>(bar);
+  task_sync<TW>();
   store_rows<CP>(args.l + sample * csq, s.mat[0], C, tw, C, TW, lane);
   if (args.l_only) return;
-  neumann<CP>(s, C, tw, lane, bar, args.inv + sample * csq, args.highest_power + task, args.power_max + task,
+  neumann<CP>(s, C, tw, lane, args.inv + sample * csq, args.highest_power + task, args.power_max + task,
               powers);
 }
 
@@ -367,7 +423,12 @@ void launch(const KernelArgs& a, int tasks, cudaStream_t st) {
   if (task_smem > size_t(optin))
     throw UsageError("path kernel: chunk " + std::to_string(CP) + " x dim " + std::to_string(a.dim) +
                      " needs more shared memory than one block has");
-  const int per_block = detail::units_per_block(task_smem, Layout<CP>::TW, kThreadsMax / (32 * Layout<CP>::TW), optin);
+  // One task a block where a task has several warps (they meet at the
+  // block's barrier); at CP = 16, as many one-warp tasks as fill the SM.
+  const int per_block =
+      Layout<CP>::TW > 1 ? 1
+                         : detail::units_per_block(task_smem, 1, kThreadsMax / 32, optin,
+                                                   reinterpret_cast<const void*>(kernel_path_v2<CP>));
   const int blocks = (tasks + per_block - 1) / per_block;
   kernel_path_v2<CP><<<blocks, 32 * Layout<CP>::TW * per_block, per_block * task_smem, st>>>(a, task_smem);
   CUDA_CHECK_LAUNCH();
