@@ -90,21 +90,25 @@ __device__ inline void per_channel_scaled_keys(const KernelArgs& a, long sample,
   for (int i = lane; i < cp; i += nt) s.beta[i] = i < C ? a.beta[size_t(sample) * C + i] : uint16_t(0);
 }
 
-// Steps 1-2 for per-token gates, shared by both kernel versions: thread 0
-// of the task's nt sums G2 = fp32(g * log2 e) in FP32 in row order (the
-// order is the arithmetic), the task's threads meet (sync), then thread t
-// of them writes the BF16 decays of rows t, t + nt, ... and fp16(beta) to
-// s and the decays to the outputs; rows C..cp-1 get zeros.
+// Steps 1-2 for per-token gates, shared by both kernel versions: the
+// task's nt threads form g2 = fp32(g * log2 e) of a row each, they meet
+// (sync), thread 0 of them sums G2 in FP32 in row order (the order is the
+// arithmetic) from shared memory, they meet again, then thread t writes
+// the BF16 decays of rows t, t + nt, ... and fp16(beta) to s and the
+// decays to the outputs; rows C..cp-1 get zeros. (Thread 0 alone reading g
+// from global memory waited for each load in turn.)
 template <class Smem, class Sync>
 __device__ inline void token_decays(const KernelArgs& a, long sample, const Smem& s, int cp, int t, int nt,
                                     const Sync& sync) {
   constexpr double kLog2eD = 1.4426950408889634;  // log2(e), the double nearest
   const int C = a.chunk;
+  const double* g = a.g + sample * C;
+  for (int i = t; i < C; i += nt) s.g2[i] = __double2float_rn(__dmul_rn(g[i], kLog2eD));
+  sync();
   if (t == 0) {
-    const double* g = a.g + sample * C;
     float G2 = 0.0f;
     for (int i = 0; i < C; ++i) {
-      G2 = __fadd_rn(G2, __double2float_rn(__dmul_rn(g[i], kLog2eD)));
+      G2 = __fadd_rn(G2, s.g2[i]);
       s.g2[i] = G2;
     }
   }
