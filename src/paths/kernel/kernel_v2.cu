@@ -406,8 +406,8 @@ __global__ void __maxnreg__(kRegistersMax) kernel_path_v2(KernelArgs args, size_
   task_sync<TW>();
 
   form_l_rows<CP>(s, C, d, 16 * tw, lane);
-  // Every row of L is written, and the keys (whose bytes INV, Pn and INVn
-  // take next) are read by every warp, before any warp goes on.
+  // Every row of L is written, and the keys (whose bytes the next P takes)
+  // are read by every warp, before any warp goes on.
   task_sync<TW>();
   store_rows<CP>(args.l + sample * csq, s.mat[0], C, tw, C, TW, lane);
   if (args.l_only) return;
