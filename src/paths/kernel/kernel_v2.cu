@@ -12,13 +12,13 @@
 // warps, warp w owning the output rows 16w..16w+15 of every product, so that
 // at C = 64 a task's chains of mma run on four warps side by side instead
 // of one; a block holds one such task, whose warps meet at its barrier. A
-// warp's rows of INV and of P stay in registers from one product to the
-// next, as A fragments (an mma's outputs are laid out as the next one's A
-// operand); only each new P goes to shared memory, for every warp's B
-// operand, and INV's update and the next square read each B fragment once
-// between them. The scaled keys are dead once L is formed, so they share
-// their space with the next P (44.7 KB a task at C = 64, 18.7 without
-// keys). Fragments are read with ldmatrix (one
+// warp's rows of INV stay in registers from one product to the next, as A
+// fragments (an mma's outputs are laid out as the next one's A operand);
+// each new P goes to shared memory, every warp's B operand, and INV's
+// update and the next square read each B fragment once between them. The
+// scaled keys are dead once L is formed, so they share their space with
+// the next P (44.7 KB a task at C = 64, 19.1 without keys). Fragments are
+// read with ldmatrix (one
 // instruction for four 8 x 8 blocks; .trans for the Neumann's B operand,
 // which v1 reads as four 16-bit loads). Each output tile still starts from
 // a zero C operand and chains its k-blocks in increasing order, so no value
@@ -43,10 +43,12 @@ using namespace tiles;
 constexpr uint16_t kF16One = 0x3C00;
 constexpr int kThreadsMax = 256;  // CP = 16: warps (tasks) of a block
 
-// Registers a thread, at most, so that as many tasks are resident on an SM
-// as their shared memory allows: 640 threads at C = 64 (five tasks of 44.7
-// KB), 672 at 48 (seven of 32.0), 640 at 32 (ten of 20.3), 672 at 16
-// (21 of 9.6); 96 x 672 registers fit in the SM's 65,536.
+// Registers a thread, at most, so that as many whole samples are resident
+// on an SM as their shared memory allows: 640 threads at C = 64 (five tasks
+// of 44.7 KB), 672 at 48 (seven of 32.0), 640 at 32 (ten of 20.3), 672 at
+// 16 (21 of 9.6); 96 x 672 registers fit in the SM's 65,536. (Unbounded,
+// ptxas took 125 at C = 64: four tasks.) The runs on the gold L, without
+// keys, are held by registers instead: five at C = 64.
 constexpr int kRegistersMax = 96;
 
 // A task's shared memory: G2, the decays, fp16(beta) and the warps' power
