@@ -100,6 +100,16 @@ __device__ __forceinline__ void mma_f16_f16(uint32_t d[2], const uint32_t a[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]));
 }
 
+// 16 bytes from global to shared memory without passing through registers
+// (cp.async, L2 only); the copies of a thread complete at cp_async_wait_all,
+// and are seen by the other threads after a barrier that follows it.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
+               "l"(gmem)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
 // Fragment layout of m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16"):
 // lane = 4 * group + tig. A: a[0] = rows group, cols 2tig..2tig+1; a[1] rows
 // group+8; a[2], a[3] the same at cols +8. B: b[0] = k rows 2tig..2tig+1 of

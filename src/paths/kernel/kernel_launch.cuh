@@ -106,10 +106,20 @@ __device__ inline void token_decays(const KernelArgs& a, long sample, const Smem
   for (int i = t; i < C; i += nt) s.g2[i] = __double2float_rn(__dmul_rn(g[i], kLog2eD));
   sync();
   if (t == 0) {
+    // Eight terms read before their adds, so that the loads do not wait on
+    // the stores between them; the adds stay one after another in row order.
     float G2 = 0.0f;
-    for (int i = 0; i < C; ++i) {
-      G2 = __fadd_rn(G2, s.g2[i]);
-      s.g2[i] = G2;
+    for (int i0 = 0; i0 < C; i0 += 8) {
+      float v[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = i0 + j < C ? s.g2[i0 + j] : 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        if (i0 + j < C) {
+          G2 = __fadd_rn(G2, v[j]);
+          s.g2[i0 + j] = G2;
+        }
+      }
     }
   }
   sync();

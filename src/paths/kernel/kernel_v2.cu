@@ -43,32 +43,34 @@ using namespace tiles;
 constexpr uint16_t kF16One = 0x3C00;
 constexpr int kThreadsMax = 256;  // CP = 16: warps (tasks) of a block
 
-// Registers a thread, at most, so that as many whole samples are resident
-// on an SM as their shared memory allows: 640 threads at C = 64 (five tasks
-// of 44.7 KB), 672 at 48 (seven of 32.0), 640 at 32 (ten of 20.3), 672 at
-// 16 (21 of 9.6); 96 x 672 registers fit in the SM's 65,536. (Unbounded,
-// ptxas took 125 at C = 64: four tasks.) The runs on the gold L, without
-// keys, are held by registers instead: five at C = 64.
-constexpr int kRegistersMax = 96;
+// Registers a thread, at most, so that registers rather than shared memory
+// (per-token gates, d = 128) set how many whole samples an SM holds. 96: at
+// C = 64 five tasks of 26.6 KB (unbounded, ptxas took 125: four), at 48
+// seven of 18.5 KB, at 16 (where ptxas takes 80) 25 of 5.2 KB; at C = 32,
+// 72 (no spill), 14 tasks of 11.3 KB where 96 allowed ten. Runs on the
+// gold L, without keys, are held by registers alone.
+template <int CP>
+constexpr int kRegistersMax = CP == 32 ? 72 : 96;
 
 // A task's shared memory: G2, the decays, fp16(beta) and the warps' power
-// maxima, then L/P (mat[0]), then either the scaled keys (kd, ki) or, once
-// L is formed, the next P (mat[1]) in the same bytes.
+// maxima, then L/P (mat[0]), then either the keys or, once L is formed, the
+// next P (mat[1]) in the same bytes. The keys are one matrix, the raw BF16
+// keys, for per-token gates (their decays scale the fragments in
+// registers), or two, kd and ki scaled in place, for per-channel gates.
 template <int CP>
 struct Layout {
   static constexpr int TW = CP / 16;  // warps a task
   static constexpr int MS = CP + 8;
   static constexpr size_t kMat = size_t(CP) * MS * 2;
   static constexpr size_t kSmall = (size_t(CP) * 4 + 3 * size_t(CP) * 2 + TW * 4 + 15) / 16 * 16;
-  static size_t task_bytes(int dim, bool keys) {
-    const size_t k = keys ? 2 * size_t(CP) * key_stride(dim) * 2 : 0;
-    return kSmall + kMat + std::max(k, kMat);
+  static size_t task_bytes(int dim, int key_mats) {
+    return kSmall + kMat + std::max(size_t(key_mats) * CP * key_stride(dim) * 2, kMat);
   }
 };
 
 struct TaskSmem {
   uint16_t* mat[2];  // P and the next P
-  uint16_t *kd, *ki;
+  uint16_t *kd, *ki;  // per-token gates: the raw keys in kd, ki unused
   uint16_t *decay, *inv, *beta;
   float* g2;
   float* wmax;  // one power maximum a warp of the task
@@ -292,30 +294,52 @@ __device__ __forceinline__ void neumann(const TaskSmem& s, int chunk, int tw, in
   }
 }
 
-// Both BF16 keys of k times f, each product rounded once (v1's two mul.rn.bf16 in one instruction).
-__device__ __forceinline__ uint32_t scale2(uint32_t k, uint16_t f) {
-  return ptx::mul_rn_bf16x2(k, ptx::pack2(f, f));
-}
-
 // Steps 4-5 for rows mi..mi+15 of L: fp16(kd ki^T) through mma BF16 ->
 // FP32, each tile's k-blocks chained in order over d; the strict lower
 // part; L_ij = fp16(L_ij * fp16(beta_i)). Tiles wholly above the diagonal
-// are discarded anyway, so they are not formed.
-template <int CP>
+// are discarded anyway, so they are not formed. Where `raw`, s.kd holds the
+// unscaled keys and each fragment register (two keys of one row) is scaled
+// as it is loaded, by its row's decay (A: kd) or inverse decay (B: ki):
+// the same product, bf16(k * f) rounded once, as scaling the keys in place.
+template <int CP, bool raw>
 __device__ __forceinline__ void form_l_rows(const TaskSmem& s, int chunk, int dim, int mi, int lane) {
   constexpr int MS = CP + 8, NJ = CP / 8;
   const int ks = key_stride(dim), g = lane >> 2, t = lane & 3;
+  const uint16_t* kb_rows = raw ? s.kd : s.ki;
+  // The scale factors, two of a row: A register i holds row mi + g + 8(i & 1),
+  // B register i of column block nj row nj + g + 8(i >> 1) (ldm_a, ldm_b2_rows).
+  uint32_t fa_scale[2], fb_scale[CP / 16][2];
+  if constexpr (raw) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint16_t fd = s.decay[mi + g + 8 * h];
+      fa_scale[h] = ptx::pack2(fd, fd);
+#pragma unroll
+      for (int b = 0; b < CP / 16; ++b) {
+        const uint16_t fi = s.inv[16 * b + g + 8 * h];
+        fb_scale[b][h] = ptx::pack2(fi, fi);
+      }
+    }
+  }
   float acc[NJ][4];
 #pragma unroll
   for (int j = 0; j < NJ; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
   for (int kb = 0; kb < dim; kb += 16) {
     uint32_t fa[4];
     ldm_a(fa, s.kd, ks, mi, kb, lane);
+    if constexpr (raw) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) fa[i] = ptx::mul_rn_bf16x2(fa[i], fa_scale[i & 1]);
+    }
 #pragma unroll
     for (int nj = 0; nj < CP; nj += 16) {
       if (nj < mi + 16) {
         uint32_t fb[4];
-        ldm_b2_rows(fb, s.ki, ks, kb, nj, lane);
+        ldm_b2_rows(fb, kb_rows, ks, kb, nj, lane);
+        if constexpr (raw) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) fb[i] = ptx::mul_rn_bf16x2(fb[i], fb_scale[nj / 16][i >> 1]);
+        }
         ptx::mma_bf16_f32(acc[nj / 8], fa, fb, acc[nj / 8]);
         ptx::mma_bf16_f32(acc[nj / 8 + 1], fa, fb + 2, acc[nj / 8 + 1]);
       }
@@ -336,7 +360,7 @@ __device__ __forceinline__ void form_l_rows(const TaskSmem& s, int chunk, int di
 }
 
 template <int CP>
-__global__ void __maxnreg__(kRegistersMax) kernel_path_v2(KernelArgs args, size_t task_smem) {
+__global__ void __maxnreg__(kRegistersMax<CP>) kernel_path_v2(KernelArgs args, size_t task_smem) {
   extern __shared__ __align__(16) char smem[];
   constexpr int MS = CP + 8, TW = CP / 16, NT = 32 * TW;
   const int lane = threadIdx.x & 31;
@@ -369,45 +393,33 @@ __global__ void __maxnreg__(kRegistersMax) kernel_path_v2(KernelArgs args, size_
     return;
   }
 
-  if (args.gate_width != 1) {
+  const bool per_channel = args.gate_width != 1;
+  if (per_channel) {
     per_channel_scaled_keys(args, sample, s, CP, ks, th, NT);
   } else {
+    // The raw keys, 16 bytes a copy, straight to shared memory; they do not
+    // depend on the decays, so they arrive while G2 is summed. Padded rows
+    // are zero.
+    const uint16_t* keys = args.keys + sample * C * size_t(d);
+    const int q8 = d / 8;
+    for (int e = th; e < C * q8; e += NT) {
+      const int r = e / q8;
+      ptx::cp_async16(s.kd + r * ks + (e - r * q8) * 8, keys + size_t(e) * 8);
+    }
+    for (int e = th; e < (CP - C) * ks / 8; e += NT)
+      reinterpret_cast<uint4*>(s.kd + C * ks)[e] = make_uint4(0, 0, 0, 0);
     // Steps 1-2, as v1: one thread sums G2 in row order.
     token_decays(args, sample, s, CP, th, NT, [&] { task_sync<TW>(); });
-    // Padded rows of the scaled keys are zero.
-    for (int e = th; e < (CP - C) * ks / 8; e += NT) {
-      reinterpret_cast<uint4*>(s.kd + C * ks)[e] = make_uint4(0, 0, 0, 0);
-      reinterpret_cast<uint4*>(s.ki + C * ks)[e] = make_uint4(0, 0, 0, 0);
-    }
-    task_sync<TW>();
-
-    // Step 3: 16-byte key loads, eight in flight per thread, then the BF16 products.
-    const uint4* keys = reinterpret_cast<const uint4*>(args.keys + sample * C * size_t(d));
-    const int q8 = d / 8, total = C * q8;
-    constexpr int kInFlight = 8;
-    for (int base = 0; base < total; base += NT * kInFlight) {
-      uint4 k[kInFlight];
-#pragma unroll
-      for (int j = 0; j < kInFlight; ++j) {
-        const int e = base + j * NT + th;
-        k[j] = e < total ? __ldg(keys + e) : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int j = 0; j < kInFlight; ++j) {
-        const int e = base + j * NT + th;
-        if (e >= total) break;
-        const int r = e / q8, c = (e - r * q8) * 8;
-        const uint16_t fd = s.decay[r], fi = s.inv[r];
-        *reinterpret_cast<uint4*>(s.kd + r * ks + c) =
-            make_uint4(scale2(k[j].x, fd), scale2(k[j].y, fd), scale2(k[j].z, fd), scale2(k[j].w, fd));
-        *reinterpret_cast<uint4*>(s.ki + r * ks + c) =
-            make_uint4(scale2(k[j].x, fi), scale2(k[j].y, fi), scale2(k[j].z, fi), scale2(k[j].w, fi));
-      }
-    }
+    ptx::cp_async_wait_all();
   }
   task_sync<TW>();
 
-  form_l_rows<CP>(s, C, d, 16 * tw, lane);
+  // Step 3 (per-token gates: in form_l_rows' registers), then 4-5.
+  if (per_channel) {
+    form_l_rows<CP, false>(s, C, d, 16 * tw, lane);
+  } else {
+    form_l_rows<CP, true>(s, C, d, 16 * tw, lane);
+  }
   // Every row of L is written, and the keys (whose bytes the next P takes)
   // are read by every warp, before any warp goes on.
   task_sync<TW>();
@@ -420,8 +432,10 @@ __global__ void __maxnreg__(kRegistersMax) kernel_path_v2(KernelArgs args, size_
 template <int CP>
 void launch(const KernelArgs& a, int tasks, cudaStream_t st) {
   const int optin = detail::allow_optin_smem(reinterpret_cast<const void*>(kernel_path_v2<CP>));
-  // Keys in shared memory only where the launch holds whole samples.
-  const size_t task_smem = Layout<CP>::task_bytes(a.dim, a.task_first < a.n);
+  // Keys in shared memory only where the launch holds whole samples: the
+  // raw keys for per-token gates, kd and ki for per-channel ones.
+  const int key_mats = a.task_first < a.n ? (a.gate_width != 1 ? 2 : 1) : 0;
+  const size_t task_smem = Layout<CP>::task_bytes(a.dim, key_mats);
   if (task_smem > size_t(optin))
     throw UsageError("path kernel: chunk " + std::to_string(CP) + " x dim " + std::to_string(a.dim) +
                      " needs more shared memory than one block has");
