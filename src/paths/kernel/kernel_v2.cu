@@ -4,9 +4,9 @@
 // issue-bound: keys read 4 bytes at a time in a loop that waited on each
 // load, and runtime divisions by the padded chunk in every element loop. v2
 // makes the padded chunk a template parameter (the Neumann loops unroll,
-// indices become shifts), reads keys 16 bytes at a time with all of a
-// lane's loads issued before the first use, zeroes shared memory 16 bytes at
-// a time, and writes outputs row by row without divisions.
+// indices become shifts), copies keys 16 bytes at a time (cp.async),
+// zeroes shared memory 16 bytes at a time, and writes outputs row by row
+// without divisions.
 //
 // A task (a whole sample, or a stable run on fp16(gold L)) takes CP / 16
 // warps, warp w owning the output rows 16w..16w+15 of every product, so that
@@ -16,11 +16,11 @@
 // fragments (an mma's outputs are laid out as the next one's A operand);
 // each new P goes to shared memory, every warp's B operand, and INV's
 // update and the next square read each B fragment once between them. The
-// scaled keys are dead once L is formed, so they share their space with
-// the next P (44.7 KB a task at C = 64, 19.1 without keys). Fragments are
-// read with ldmatrix (one
-// instruction for four 8 x 8 blocks; .trans for the Neumann's B operand,
-// which v1 reads as four 16-bit loads). Each output tile still starts from
+// keys are dead once L is formed, so they share their space with the next
+// P (26.6 KB a task at C = 64 with per-token gates, whose raw keys are
+// scaled in registers, 44.7 with per-channel ones, 19.1 without keys).
+// Fragments are read with ldmatrix (one instruction for four 8 x 8 blocks;
+// .trans for the Neumann's B operand, which v1 reads as four 16-bit loads). Each output tile still starts from
 // a zero C operand and chains its k-blocks in increasing order, so no value
 // changes: tests/paths/test_gpu_paths.cpp checks v2 against v1 and the
 // emulated path bit for bit.
