@@ -20,10 +20,11 @@
 // P (26.6 KB a task at C = 64 with per-token gates, whose raw keys are
 // scaled in registers, 44.7 with per-channel ones, 19.1 without keys).
 // Fragments are read with ldmatrix (one instruction for four 8 x 8 blocks;
-// .trans for the Neumann's B operand, which v1 reads as four 16-bit loads). Each output tile still starts from
-// a zero C operand and chains its k-blocks in increasing order, so no value
-// changes: tests/paths/test_gpu_paths.cpp checks v2 against v1 and the
-// emulated path bit for bit.
+// .trans for the Neumann's B operand, which v1 reads as four 16-bit loads).
+// Each output tile still starts from a zero C operand and chains its
+// k-blocks in increasing order, so no value changes:
+// tests/paths/test_gpu_paths.cpp checks v2 against v1 and the emulated
+// path bit for bit.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
