@@ -17,7 +17,7 @@
 // each new P goes to shared memory, every warp's B operand, and INV's
 // update and the next square read each B fragment once between them. The
 // keys are dead once L is formed, so they share their space with the next
-// P (26.6 KB a task at C = 64 with per-token gates, whose raw keys are
+// P (27.3 KB a task at C = 64 with per-token gates, whose raw keys are
 // scaled in registers, 44.7 with per-channel ones, 19.1 without keys).
 // Fragments are read with ldmatrix (one instruction for four 8 x 8 blocks;
 // .trans for the Neumann's B operand, which v1 reads as four 16-bit loads).
@@ -46,9 +46,9 @@ constexpr int kThreadsMax = 256;  // CP = 16: warps (tasks) of a block
 
 // Registers a thread, at most, so that registers rather than shared memory
 // (per-token gates, d = 128) set how many whole samples an SM holds. 96: at
-// C = 64 five tasks of 26.6 KB (unbounded, ptxas took 125: four), at 48
-// seven of 18.5 KB, at 16 (where ptxas takes 80) 25 of 5.2 KB; at C = 32,
-// 72 (no spill), 14 tasks of 11.3 KB where 96 allowed ten. Runs on the
+// C = 64 five tasks of 27.3 KB (unbounded, run 96's build took 125: four),
+// at 48 seven of 18.9 KB, at 16 (where ptxas takes 80) 25 of 5.3 KB; at
+// C = 32, 72 (no spill), 14 tasks of 11.6 KB where 96 allowed ten. Runs on the
 // gold L, without keys, are held by registers alone.
 template <int CP>
 constexpr int kRegistersMax = CP == 32 ? 72 : 96;
