@@ -290,6 +290,62 @@ TEST(GpuKernelPath, BitIdenticalToEmulatedManySamples) {
   EXPECT_EQ(all_diff, 0u);
 }
 
+// Where L has a non-finite entry, kernel v2 writes INV as NaN without
+// forming the products (kernel_v2.cu, neumann: a proof that the products
+// give that); v1 forms every product. The two must agree bit for bit over
+// tasks that stay finite, tasks that overflow part way through and tasks
+// whose L is non-finite, at C <= 16 (C_pad = 16, where v2 forms the
+// products) and above, with the powers kept (every product formed) and
+// without.
+TEST(GpuKernelPath, V2NonFiniteLExactly) {
+  CHUNKINV_REQUIRE_GPU();
+  ThreadPool pool(0);
+  auto v1 = path_named("kernel:version=1");
+  auto v2 = path_named("kernel:version=2");
+  size_t all_diff = 0, powers_diff = 0, finite = 0, l_nonfinite = 0, overflowed = 0;
+  // model_like with a floor of -2 stays finite at C = 64; by default it
+  // overflows from C = 32 on (L itself, SPEC §5), weak_decay_correlated and
+  // collinear part way through, floor in L (at -30 already at C = 4).
+  for (const char* family :
+       {"model_like", "model_like:-2", "floor", "floor:-30", "weak_decay_correlated", "collinear"}) {
+    for (int chunk : {4, 5, 8, 20, 32, 40, 48, 64}) {
+      const std::string name(family);
+      Configuration c = config(name.substr(0, name.find(':')), chunk);
+      if (name.find(':') != std::string::npos) c.params["decay_floor"] = std::stod(name.substr(name.find(':') + 1));
+      const std::vector<Sample> samples = make_samples(c, 150, 11);
+      const std::vector<GoldOutput> gold = gold_of(samples, pool);
+      const auto a = run_path(*v1, samples, gold, pool, true);
+      const auto b = run_path(*v2, samples, gold, pool, true);
+      const auto bn = run_path(*v2, samples, gold, pool, false);
+      Diff d;
+      compare_outputs(b, a, d, "v2", "v1");
+      compare_outputs(bn, a, d, "v2 (no powers)", "v1");
+      size_t dp = 0;
+      for (size_t s = 0; s < samples.size(); ++s) {
+        const bool l_ok = a[s].l.L.allFinite(), inv_ok = a[s].on_path_l.inv.allFinite();
+        (l_ok ? (inv_ok ? finite : overflowed) : l_nonfinite) += 1;
+        const auto& pa = a[s].on_path_l.intermediates;
+        const auto& pb = b[s].on_path_l.intermediates;
+        ASSERT_EQ(pa.size(), pb.size());
+        for (size_t q = 0; q < pa.size(); ++q)
+          for (Eigen::Index i = 0; i < pa[q].m.size(); ++i) dp += !same_fp16(pa[q].m.data()[i], pb[q].m.data()[i]);
+      }
+      std::printf("kernel v2 vs v1 %-22s C=%-2d: differing L %zu/%zu, INV %zu/%zu, stable INV %zu/%zu, "
+                  "powers/max %zu, power elements %zu\n",
+                  family, chunk, d.l, d.l_n, d.inv, d.inv_n, d.stable_inv, d.stable_n, d.scalars, dp);
+      all_diff += d.total();
+      powers_diff += dp;
+    }
+  }
+  std::printf("tasks on the path's L: %zu finite throughout, %zu overflowed part way, %zu with a non-finite L\n",
+              finite, overflowed, l_nonfinite);
+  EXPECT_EQ(all_diff, 0u);
+  EXPECT_EQ(powers_diff, 0u);
+  EXPECT_GT(finite, 0u);
+  EXPECT_GT(overflowed, 0u) << "no task overflowed part way through";
+  EXPECT_GT(l_nonfinite, 0u) << "no task with a non-finite L";
+}
+
 TEST(GpuKernelPath, KeepsPowersOfTheEmulatedPath) {
   CHUNKINV_REQUIRE_GPU();
   ThreadPool pool(0);

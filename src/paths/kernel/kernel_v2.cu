@@ -24,7 +24,8 @@
 // Each output tile still starts from a zero C operand and chains its
 // k-blocks in increasing order, so no value changes:
 // tests/paths/test_gpu_paths.cpp checks v2 against v1 and the emulated
-// path bit for bit.
+// path bit for bit. Where L has a non-finite entry (C > 4), INV is all NaN
+// and v2 writes it so without the products (neumann, with the proof).
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -42,6 +43,12 @@ namespace {
 using namespace tiles;
 
 constexpr uint16_t kF16One = 0x3C00;
+constexpr uint16_t kF16NaN = 0x7FFF;  // the NaN an mma writes
+// Whether a non-finite L makes INV NaN without the products (neumann). Not
+// at CP = 16, whose launch is bound by its instructions: there the check
+// cost 3.6% on finite tasks (run 106: 2.01 ns a sample against 1.94).
+template <int CP>
+constexpr bool kNanRule = CP > 16;
 constexpr int kThreadsMax = 256;  // CP = 16: warps (tasks) of a block
 
 // Registers a thread, at most, so that registers rather than shared memory
@@ -105,6 +112,17 @@ __device__ __forceinline__ void task_sync() {
     __syncwarp();
   } else {
     __syncthreads();
+  }
+}
+
+// task_sync, and whether `pred` holds for any thread of the task.
+template <int TW>
+__device__ __forceinline__ bool task_any(bool pred) {
+  if constexpr (TW == 1) {
+    __syncwarp();
+    return __any_sync(0xffffffffu, pred);
+  } else {
+    return __syncthreads_or(pred);
   }
 }
 
@@ -225,6 +243,19 @@ __device__ __forceinline__ void neumann_pass(const uint16_t* P, uint16_t* Pn, Ro
   if constexpr (update) inv = inv_next;
 }
 
+// n FP16 entries from out on, every one v, by the lanes of a warp (16 bytes
+// a store where the address allows).
+__device__ __forceinline__ void fill_f16(uint16_t* out, size_t n, uint16_t v, int lane) {
+  const size_t to_16 = ((16 - (reinterpret_cast<uintptr_t>(out) & 15)) & 15) / 2;
+  const size_t head = to_16 < n ? to_16 : n;
+  for (size_t e = lane; e < head; e += 32) out[e] = v;
+  const size_t quads = (n - head) / 8;
+  const uint32_t vv = ptx::pack2(v, v);
+  uint4* q = reinterpret_cast<uint4*>(out + head);
+  for (size_t e = lane; e < quads; e += 32) q[e] = make_uint4(vv, vv, vv, vv);
+  for (size_t e = head + 8 * quads + lane; e < n; e += 32) out[e] = v;
+}
+
 // Step 6 on the FP16 strict-lower L in s.mat[0]: INV = I - P, then while
 // 2p < C, P = P * P and INV = INV + INV * P. Warp w of the task forms rows
 // 16w..16w+15 of every product. Its rows of INV stay in registers (no other
@@ -232,12 +263,38 @@ __device__ __forceinline__ void neumann_pass(const uint16_t* P, uint16_t* Pn, Ro
 // operand; and the square of P for the next step shares its pass over B
 // with INV's update in this one. The task's warps meet after each new P
 // is written: no warp reads a P being formed or overwrites one still read.
+//
+// `l_nonfinite`: L, zero on and above its diagonal, has a non-finite entry.
+// Then, for C > 4, every entry of INV is NaN whatever the others are, and
+// INV is written so without the products (unless the powers are kept).
+// Proof, with x the non-finite entry at (a, b), a > b, and every product
+// taken over every k as here (a NaN term, inf * 0 or inf - inf gives NaN,
+// which every later term of the chain and every add carry): L^2's row a
+// is NaN from column b on (the term x * L_bj, L_bj = 0 for j >= b) and its
+// column b NaN down to row a (L_ia * x, L_ia = 0 for i <= a). So L^4's row
+// 0 is NaN (the term L^2_0b * L^2_bj), and so is every entry of INV * L^4
+// (the term INV_i0 * L^4_0j) and of INV after its update with L^4, which
+// C > 4 brings about; every later update keeps it NaN. The highest power
+// depends on C alone, and the power maximum is inf (x is among L's
+// entries). GpuKernelPath.V2NonFiniteLExactly holds this to kernel v1,
+// which forms every product, bit for bit.
 template <int CP>
-__device__ __forceinline__ void neumann(const TaskSmem& s, int chunk, int tw, int lane, uint16_t* inv_out,
-                                        int* highest_power, float* power_max, uint16_t* powers_out) {
+__device__ __forceinline__ void neumann(const TaskSmem& s, int chunk, int tw, int lane, bool l_nonfinite,
+                                        uint16_t* inv_out, int* highest_power, float* power_max,
+                                        uint16_t* powers_out) {
   constexpr int TW = CP / 16, MS = CP + 8;
   const int mi = 16 * tw, g = lane >> 2, t = lane & 3;
   const int r_end = min(chunk, mi + 16);  // the warp's rows of the C x C block
+  if (kNanRule<CP> && l_nonfinite && chunk > 4 && !powers_out) {
+    if (r_end > mi) fill_f16(inv_out + size_t(mi) * chunk, size_t(r_end - mi) * chunk, kF16NaN, lane);
+    if (tw == 0 && lane == 0) {
+      int p = 1;
+      while (2 * p < chunk) p *= 2;
+      *highest_power = p;
+      *power_max = INFINITY;
+    }
+    return;
+  }
   uint16_t* P = s.mat[0];
   uint16_t* Pn = s.mat[1];
   RowFrags<CP> inv;
@@ -302,8 +359,9 @@ __device__ __forceinline__ void neumann(const TaskSmem& s, int chunk, int tw, in
 // unscaled keys and each fragment register (two keys of one row) is scaled
 // as it is loaded, by its row's decay (A: kd) or inverse decay (B: ki):
 // the same product, bf16(k * f) rounded once, as scaling the keys in place.
+// Returns whether an entry the thread wrote is non-finite.
 template <int CP, bool raw>
-__device__ __forceinline__ void form_l_rows(const TaskSmem& s, int chunk, int dim, int mi, int lane) {
+__device__ __forceinline__ bool form_l_rows(const TaskSmem& s, int chunk, int dim, int mi, int lane) {
   constexpr int MS = CP + 8, NJ = CP / 8;
   const int ks = key_stride(dim), g = lane >> 2, t = lane & 3;
   const uint16_t* kb_rows = raw ? s.kd : s.ki;
@@ -325,6 +383,7 @@ __device__ __forceinline__ void form_l_rows(const TaskSmem& s, int chunk, int di
   float acc[NJ][4];
 #pragma unroll
   for (int j = 0; j < NJ; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  uint32_t exp_bits = 0;  // 1 once an entry the thread writes has every exponent bit set
   for (int kb = 0; kb < dim; kb += 16) {
     uint32_t fa[4];
     ldm_a(fa, s.kd, ks, mi, kb, lane);
@@ -355,9 +414,11 @@ __device__ __forceinline__ void form_l_rows(const TaskSmem& s, int chunk, int di
         uint16_t h = 0;
         if (r < chunk && c < r) h = ptx::mul_rn_f16(ptx::cvt_rn_f16(acc[nj / 8][e]), s.beta[r]);
         s.mat[0][r * MS + c] = h;
+        if constexpr (kNanRule<CP>) exp_bits |= (h & 0x7C00u) == 0x7C00u;
       }
     }
   }
+  return exp_bits != 0;
 }
 
 template <int CP>
@@ -389,7 +450,14 @@ __global__ void __maxnreg__(kRegistersMax<CP>) kernel_path_v2(KernelArgs args, s
     for (int r = tw; r < C; r += TW)
       for (int c = lane; c < C; c += 32) s.mat[0][r * MS + c] = gl[r * C + c];
     task_sync<TW>();
-    neumann<CP>(s, C, tw, lane, args.stable_inv + sample * csq, args.highest_power + task,
+    // The NaN rule is not looked for on fp16(gold L): it is finite wherever
+    // |k_i| |k_j| < 65504 (|L_ij| <= beta_i |k_i| |k_j| for i > j, the gates
+    // being <= 0), so for every unit key, and where it is not, the products
+    // are formed as ever. Looking (a vote at the barrier, a test an entry, a
+    // check of the zeros of an L from outside) made gold + kernel's launches
+    // 7% slower at C = 32 (run 107: 12.02, 12.23 ns a sample, not 11.32, 11.26).
+    const bool l_nonfinite = false;
+    neumann<CP>(s, C, tw, lane, l_nonfinite, args.stable_inv + sample * csq, args.highest_power + task,
                 args.power_max + task, powers);
     return;
   }
@@ -416,18 +484,20 @@ __global__ void __maxnreg__(kRegistersMax<CP>) kernel_path_v2(KernelArgs args, s
   task_sync<TW>();
 
   // Step 3 (per-token gates: in form_l_rows' registers), then 4-5.
-  if (per_channel) {
-    form_l_rows<CP, false>(s, C, d, 16 * tw, lane);
-  } else {
-    form_l_rows<CP, true>(s, C, d, 16 * tw, lane);
-  }
+  const bool nonfinite = per_channel ? form_l_rows<CP, false>(s, C, d, 16 * tw, lane)
+                                     : form_l_rows<CP, true>(s, C, d, 16 * tw, lane);
   // Every row of L is written, and the keys (whose bytes the next P takes)
   // are read by every warp, before any warp goes on.
-  task_sync<TW>();
+  bool l_nonfinite = false;
+  if constexpr (kNanRule<CP>) {
+    l_nonfinite = task_any<TW>(nonfinite);
+  } else {
+    task_sync<TW>();
+  }
   store_rows<CP>(args.l + sample * csq, s.mat[0], C, tw, C, TW, lane);
   if (args.l_only) return;
-  neumann<CP>(s, C, tw, lane, args.inv + sample * csq, args.highest_power + task, args.power_max + task,
-              powers);
+  neumann<CP>(s, C, tw, lane, l_nonfinite, args.inv + sample * csq, args.highest_power + task,
+              args.power_max + task, powers);
 }
 
 template <int CP>
