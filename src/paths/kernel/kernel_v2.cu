@@ -24,8 +24,9 @@
 // Each output tile still starts from a zero C operand and chains its
 // k-blocks in increasing order, so no value changes:
 // tests/paths/test_gpu_paths.cpp checks v2 against v1 and the emulated
-// path bit for bit. Where L has a non-finite entry (C > 4), INV is all NaN
-// and v2 writes it so without the products (neumann, with the proof).
+// path bit for bit. Where the path's L has a non-finite entry, INV is all
+// NaN, and above CP = 16 v2 writes it so without the products (neumann,
+// with the proof).
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
