@@ -176,7 +176,7 @@ class StageClock {
 
 // Workers a device: above C = 32 two, each taking half of a round's part
 // of the device (contiguous, merged in order, so the same states), their
-// launches filling the tails of each other's; run 91 (docs/gpu-notes.md),
+// launches filling the tails of each other's; run 91 (docs/notes/gpu-notes.md),
 // the peer's work, 8e6 samples at C = 64: 2.28 s against 2.32-2.37 with
 // one, 2e7 at C = 32 2.19 against 2.22-2.23; at C = 16 1.72-1.75 against
 // 1.68-1.73, so one there. One while the stages are timed.

@@ -98,7 +98,7 @@ __global__ void gold_kernel(GoldOnDevice a, Left left) {
 // staged-gold instantiation) those of 32 (C <= 16) to 25; the
 // stage went 3.78 -> 3.36 ns a sample at C = 16, 12.96 -> 12.44 at C = 32
 // and 20.3 -> 19.4 at C = 64 (where shared memory holds seven blocks
-// either way), no spills (docs/gpu-notes.md, run 86).
+// either way), no spills (docs/notes/gpu-notes.md, run 86).
 template <bool kStaged>
 __global__ void __launch_bounds__(128, 8) metrics_fast_kernel(GoldRead g, PathOnDevice p, double* out, Left left) {
   const Smem m = carve();

@@ -157,7 +157,7 @@ CHUNKINV_HD inline void matrix_entries(int C, int T, int t, const F& f) {
 // half-warp. The columns laid end to end before (each odd in length) put
 // two to four lanes on a bank pair: run 88 at C = 64, 300.1 -> 214.7
 // million shared wavefronts in a launch, the gold 119.4 -> 117.5 ns a
-// sample (docs/gpu-notes.md). At C = 16 and 32 the columns measured
+// sample (docs/notes/gpu-notes.md). At C = 16 and 32 the columns measured
 // slower (15.4 -> 16.8, 56.7 -> 59.8 ns) and save nothing: the staged
 // keys take as much of that space.
 CHUNKINV_HD inline bool gold_columns(int C) { return C > 32; }
@@ -315,7 +315,7 @@ bool with_gold_shape(int C, F&& f) {
 // distinct banks.
 CHUNKINV_HD inline int dmma_row_blocks(int C) { return (C + 7) / 8; }
 // Up to C = 16 (a warp a sample, three tiles) the tensor cores measured
-// slower than the FP64 units (docs/gpu-notes.md, run 65).
+// slower than the FP64 units (docs/notes/gpu-notes.md, run 65).
 CHUNKINV_HD inline bool gold_tensor_cores(int C) { return C > 16; }
 CHUNKINV_HD inline int dmma_tiles(int C) { return dmma_row_blocks(C) * (dmma_row_blocks(C) + 1) / 2; }
 CHUNKINV_HD inline int dmma_tiles_per_warp(int C) {
@@ -688,7 +688,7 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
     // the sums of rows 2h and 2h + 1 of a panel (fp64::panel_sums, the same
     // operations in the same order as one thread's), then thread (c, 0) the
     // panel's rows. One thread a column had left half the block's warps
-    // waiting through the solve (docs/gpu-notes.md, runs 63-64 and 70-72).
+    // waiting through the solve (docs/notes/gpu-notes.md, runs 63-64 and 70-72).
     double* const sums = m.terms;  // 4 C doubles, row r of a panel at r C
     auto l = [&](int i, int j) { return m.L[packed_at(i, j)]; };
     // Row i of column c (rows from kept(c) on) and its value (+0 above).
