@@ -23,6 +23,10 @@ inline int exponent_of(double x) {
 }  // namespace
 
 double dot16(const double* a, const double* b, int b_stride, double c, Accum acc) {
+  return dot16_aligned(a, b, b_stride, c, acc, acc == Accum::kFP16 ? kFp16AlignFloor : std::numeric_limits<int>::min());
+}
+
+double dot16_aligned(const double* a, const double* b, int b_stride, double c, Accum acc, int align_floor) {
   double t[17];
   bool nan = false, pos_inf = false, neg_inf = false;
   double amax = 0.0;
@@ -54,6 +58,7 @@ double dot16(const double* a, const double* b, int b_stride, double c, Accum acc
     if (t[k] != 0.0)
       emax = std::max(emax, std::max(exponent_of(a[k]), emin) + std::max(exponent_of(b[k * b_stride]), emin));
   if (c != 0.0) emax = std::max(emax, std::max(exponent_of(c), emin));
+  emax = std::max(emax, align_floor);
   // Align every term to 2^(emax - kAlignBits) and truncate toward zero: the
   // scaled terms are below 2^27 in magnitude, so int64 holds their exact sum.
   const double scale = std::ldexp(1.0, kAlignBits - emax);

@@ -4,7 +4,8 @@
 // One output element d = c + sum_{k<16} a_k b_k: every product is exact; the
 // products and c are aligned to the largest nominal exponent emax among them
 // (a product's is the sum of its factors' exponents) and each is truncated
-// toward zero at 2^(emax - 25); the truncated terms are
+// toward zero at 2^(emax - 25) (with FP16 accumulation emax is held at or
+// above kFp16AlignFloor); the truncated terms are
 // summed exactly; the sum is truncated to FP32 (BF16 inputs, FP32
 // accumulator) or rounded to nearest even to FP16 (FP16 accumulator), where
 // a result of zero is +0. NaN inputs, inf*0 and inf-inf give NaN.
@@ -19,8 +20,15 @@ inline constexpr int kAlignBits = 25;  // fraction bits kept below emax (measure
 
 enum class Accum { kFP32, kFP16 };
 
+// With FP16 accumulation the alignment exponent is never below
+// kFp16AlignFloor: terms of tinier sums are truncated at 2^(kFp16AlignFloor -
+// 25) (measured on the H200: docs/notes/fidelity.md).
+inline constexpr int kFp16AlignFloor = -21;
 // One k-block: c + sum_{k<16} a[k] * b[k * b_stride].
 double dot16(const double* a, const double* b, int b_stride, double c, Accum acc);
+// The same with the alignment exponent held at or above align_floor (the
+// measurement of kFp16AlignFloor tries candidates).
+double dot16_aligned(const double* a, const double* b, int b_stride, double c, Accum acc, int align_floor);
 
 // Matrix products as the kernel issues them: A (m x k) times B (k x n), all
 // dimensions multiples of 16; each output tile starts from a zero C operand

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "core/fp.hpp"
 #include "core/rng.hpp"
@@ -59,6 +60,41 @@ TEST(TensorCore, Fp16AccumulatorRoundsToNearestEvenAndZeroIsPositive) {
   EXPECT_FALSE(std::signbit(z));
   EXPECT_FALSE(std::signbit(dot({-0x1p-30}, {1}, 0, tc::Accum::kFP16)));  // rounds to zero: +0
   EXPECT_TRUE(std::isinf(dot({256, 256}, {256, 1}, 0, tc::Accum::kFP16)));  // 65792 overflows FP16
+}
+
+// Three m16n8k16 FP16 results of tiny sums (every product's nominal
+// exponent at most -23), with the operands and the hardware's result as the
+// H200 gave them (GpuNeumannReplay on model_like C = 24 and 64, decay floor
+// -2, seed 31337, samples 195447, 84687 and 92038; C = 0). Aligned to the
+// largest product alone, their exact sums (1.4999998, 0.5000001 and
+// -0.5000002 times 2^-24) round to 1, 1 and -1 units of 2^-24; the hardware
+// holds the alignment at 2^kFp16AlignFloor, truncates the terms at 2^(floor -
+// 25), and gives 2, 0 and +0.
+TEST(TensorCore, Fp16TinySumsAreAlignedNoLowerThanTheFloor) {
+  struct Case {
+    uint16_t a[16], b[16], hardware, largest_only;
+  };
+  const Case cases[] = {
+      {{0x0000, 0x0000, 0x0000, 0x8002, 0x8003, 0x0000, 0x0005, 0x0010, 0x8008, 0x8061, 0x8105, 0x8030, 0x84b9,
+        0x0bce, 0x1654, 0x99cc},
+       {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x05b7, 0x0219, 0x02e6, 0x8075},
+       0x0002, 0x0001},
+      {{0x806d, 0x0022, 0x8094, 0x0373, 0x091f, 0x0780, 0x0c35, 0x995f, 0, 0, 0, 0, 0, 0, 0, 0},
+       {0x9081, 0x9228, 0x91bf, 0x0858, 0x0067, 0x068c, 0x807a, 0x801a, 0x0006, 0x8002, 0x0001, 0x8000, 0x0000,
+        0x0000, 0x8000, 0x0000},
+       0x0000, 0x0001},
+      {{0x0000, 0x8000, 0x0000, 0x8000, 0x0000, 0x0001, 0x0004, 0x8009, 0x8020, 0x005b, 0x83d1, 0x0c4b, 0x853e,
+        0x144c, 0x995f, 0x0000},
+       {0, 0, 0, 0, 0, 0, 0, 0, 0x16d6, 0x930e, 0x05cb, 0x83e7, 0x0817, 0x005d, 0x8013, 0x8009},
+       0x0000, 0x8001},
+  };
+  for (const Case& c : cases) {
+    double a[16], b[16];
+    for (int k = 0; k < 16; ++k) a[k] = fp16_from_bits(c.a[k]), b[k] = fp16_from_bits(c.b[k]);
+    EXPECT_EQ(fp16_bits(tc::dot16(a, b, 1, 0.0, tc::Accum::kFP16)), c.hardware);
+    const int none = std::numeric_limits<int>::min();
+    EXPECT_EQ(fp16_bits(tc::dot16_aligned(a, b, 1, 0.0, tc::Accum::kFP16, none)), c.largest_only);
+  }
 }
 
 TEST(TensorCore, NonFiniteInputs) {

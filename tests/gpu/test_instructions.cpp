@@ -188,6 +188,92 @@ TEST(GpuInstructions, MmaF16F16MatchesModel) {
 #endif
 }
 
+// The FP16 accumulator's alignment floor: tiles whose products are tiny
+// (FP16 operands of biased exponent 0..8, so nominal product exponents
+// -28..-14, random signs and significands), against the model with every
+// candidate floor. Prints each candidate's differing elements; the model's
+// own floor (kFp16AlignFloor) must differ in none.
+TEST(GpuInstructions, MmaF16AlignmentFloor) {
+  CHUNKINV_REQUIRE_GPU();
+#ifdef CHUNKINV_HAVE_CUDA
+  constexpr int kTiles = 6000;
+  TestRng rng(4242);
+  std::vector<uint16_t> a(size_t(kTiles) * 256), b(size_t(kTiles) * 128), c(size_t(kTiles) * 128, 0),
+      d(size_t(kTiles) * 128);
+  const auto tiny = [&](int max_exp_field) {
+    if (rng.next() % 5 == 0) return uint16_t(0);
+    const uint16_t e = uint16_t(rng.next() % (max_exp_field + 1)), m = uint16_t(rng.next() % 1024);
+    return uint16_t(((rng.next() & 1) << 15) | (e << 10) | m);
+  };
+  for (int t = 0; t < kTiles; ++t) {
+    const int top = 1 + t % 8;  // the tile's largest exponent field: sums from ~2^-28 up
+    for (int i = 0; i < 256; ++i) a[size_t(t) * 256 + i] = tiny(top);
+    for (int i = 0; i < 128; ++i) b[size_t(t) * 128 + i] = tiny(top);
+  }
+  // Designed tiles (row 0, column 0 of tiles kTiles..): P1 = a0 b0 = 1.5 x
+  // 2^-24, the midpoint between two subnormal results; p2 = +2^(E - 10) and
+  // p3 = -2^(E - 10), which cancel exactly but hold the largest nominal
+  // exponent at E (-24..-14); p4 = -2^-k (k = 38..48, nominal exponent
+  // below -27). The exact sum 1.5 x 2^-24 - 2^-k rounds to 1 unit of 2^-24;
+  // where the alignment truncates p4 away the sum is the tie and rounds to 2:
+  // the unit of truncation, per E, is where the result changes.
+  std::vector<std::pair<int, int>> designed;  // (E, k) of each designed tile
+  const auto h = [](double v) { return fp16_bits(v); };
+  for (int e = -24; e <= -14; ++e)
+    for (int k = 38; k <= 48; ++k) {
+      const size_t t = a.size() / 256;
+      a.resize(a.size() + 256, 0), b.resize(b.size() + 128, 0), c.resize(c.size() + 128, 0), d.resize(d.size() + 128);
+      uint16_t* at = &a[t * 256];
+      uint16_t* bt = &b[t * 128];
+      at[0] = h(0x1.8p-10), bt[0 * 8] = h(0x1p-14);
+      at[1] = h(std::ldexp(1.0, e + 14)), bt[1 * 8] = h(0x1p-24);
+      at[2] = h(-std::ldexp(1.0, e + 14)), bt[2 * 8] = h(0x1p-24);
+      at[3] = h(-std::ldexp(1.0, 24 - k)), bt[3 * 8] = h(0x1p-24);
+      designed.push_back({e, k});
+    }
+  const int tiles = int(a.size() / 256);
+  gpu::testing::mma_f16_f16(a.data(), b.data(), c.data(), d.data(), size_t(tiles));
+  for (size_t i = 0; i < designed.size(); ++i) {
+    const size_t t = size_t(kTiles) + i;
+    double av0[16], bv0[16];
+    for (int k = 0; k < 16; ++k) av0[k] = fp16_from_bits(a[t * 256 + k]), bv0[k] = fp16_from_bits(b[t * 128 + k * 8]);
+    const uint16_t hw = d[t * 128];
+    const uint16_t model = fp16_bits(tc::dot16(av0, bv0, 1, 0.0, tc::Accum::kFP16));
+    if (designed[i].second == 38 || hw != model)
+      std::printf("mma f16 designed E = %d: k = %d: hardware 0x%04x, model 0x%04x\n", designed[i].first,
+                  designed[i].second, hw, model);
+    EXPECT_EQ(hw, model) << "E = " << designed[i].first << ", k = " << designed[i].second;
+  }
+  for (int e = -24; e <= -14; ++e) {  // the truncation unit per E: 2^-(the smallest k truncated away, minus one)
+    int unit = 0;
+    for (size_t i = 0; i < designed.size(); ++i)
+      if (designed[i].first == e && d[(size_t(kTiles) + i) * 128] == h(0x1p-23)) {
+        unit = designed[i].second - 1;
+        break;
+      }
+    std::printf("mma f16 alignment: largest nominal exponent %d: terms truncated at 2^-%d\n", e, unit);
+  }
+  const int floors[] = {-1000, -30, -28, -26, -25, -24, -23, -22, -21, -20, -19, -18, -17, -16, -15, -14, -13};
+  std::vector<size_t> differ(std::size(floors), 0);
+  size_t own = 0;
+  double av[16], bv[16];
+  for (int t = 0; t < kTiles; ++t)
+    for (int m = 0; m < 16; ++m)
+      for (int n = 0; n < 8; ++n) {
+        for (int k = 0; k < 16; ++k)
+          av[k] = fp16_from_bits(a[size_t(t) * 256 + m * 16 + k]), bv[k] = fp16_from_bits(b[size_t(t) * 128 + k * 8 + n]);
+        const uint16_t hw = d[size_t(t) * 128 + m * 8 + n];
+        for (size_t f = 0; f < std::size(floors); ++f)
+          if (fp16_bits(tc::dot16_aligned(av, bv, 1, 0.0, tc::Accum::kFP16, floors[f])) != hw) ++differ[f];
+        if (fp16_bits(tc::dot16(av, bv, 1, 0.0, tc::Accum::kFP16)) != hw) ++own;
+      }
+  for (size_t f = 0; f < std::size(floors); ++f)
+    std::printf("mma f16 alignment floor %5d: %zu of %d random elements differ\n", floors[f], differ[f], kTiles * 128);
+  std::printf("mma f16 alignment floor of the model (%d): %zu differ\n", tc::kFp16AlignFloor, own);
+  EXPECT_EQ(own, 0u);
+#endif
+}
+
 TEST(GpuInstructions, Ex2ApproxBf16MatchesDecayFunction) {
   CHUNKINV_REQUIRE_GPU();
 #ifdef CHUNKINV_HAVE_CUDA
