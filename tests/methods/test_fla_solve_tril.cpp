@@ -106,6 +106,53 @@ TEST(FlaSolveTril, MergeOf64SumsTheBlockRowLeftToRight) {
   EXPECT_EQ(inv(32, 15), -0.5 * 0.25 * 2.0);
 }
 
+TEST(FlaSolveTril, Substitution64InTheTwoWarpTree) {
+  // Row 14, column 0, products p1 = 1, p5 = p13 = 2^-24. One warp (C <= 32)
+  // pairs rows k and k + 8: q5 = fma(p5, p13) = 2^-23 meets q1 = 1 exactly,
+  // S = 1 + 2^-23. Two warps (C = 64) pair rows k and k + 4: v1 = fma(p1,
+  // p5) = 1 + 2^-24 rounds to 1 (a tie, to even), and 2^-24 from the other
+  // warp is lost again: S = 1.
+  for (int c : {16, 64}) {
+    Mat l = Mat::Zero(c, c);
+    l(1, 0) = 1.0;       // X10 = -1
+    l(5, 0) = 0x1p-12;   // X50 = -2^-12
+    l(13, 0) = 0x1p-12;  // X13,0 = -2^-12
+    l(14, 1) = 1.0;
+    l(14, 5) = 0x1p-12;
+    l(14, 13) = 0x1p-12;
+    EXPECT_EQ(with("fla_solve_tril").invert(l, false).inv(14, 0), c == 64 ? 1.0 : 1.0 + 0x1p-23) << "C = " << c;
+    EXPECT_EQ(unit_lower_inverse(l)(14, 0), 1.0 + 0x1p-23);
+  }
+}
+
+TEST(FlaSolveTril, MergeOf64IsOneChainOverTheBlockRow) {
+  // Ai31 = 0 - Ai33 (A31 Ai11; A32 Ai21) with the diagonal blocks the
+  // identity: INV(32, 0) = 0 - fma(A32(32,16), Ai21(16,0), A31(32,0)) =
+  // -((1 + 2^-15)^2 - 1) = -(2^-14 + 2^-30), the exact value. Two dots summed
+  // would round the product first: -(2^-14).
+  Mat l = Mat::Zero(64, 64);
+  l(16, 0) = -(1.0 + 0x1p-15);  // Ai21(16, 0) = 1 + 2^-15
+  l(32, 16) = 1.0 + 0x1p-15;
+  l(32, 0) = -1.0;
+  EXPECT_EQ(with("fla_solve_tril").invert(l, false).inv(32, 0), -(0x1p-14 + 0x1p-30));
+  EXPECT_EQ(unit_lower_inverse(l)(32, 0), -(0x1p-14 + 0x1p-30));
+}
+
+TEST(FlaSolveTril, ZeroBlocksOfTheMergeArePositiveZeros) {
+  // Triton negates a tensor as 0 - x: a merge block whose products are all
+  // zero is +0, never -0 (the diagonal blocks' zeros are +0 after + I too).
+  for (int c : {32, 64}) {
+    Mat l = Mat::Zero(c, c);
+    l(3, 1) = 0.5;
+    l(c - 1, c - 2) = 0.25;
+    const Mat inv = with("fla_solve_tril").invert(l, false).inv;
+    for (Eigen::Index i = 0; i < inv.size(); ++i)
+      if (inv.data()[i] == 0.0) {
+        EXPECT_FALSE(std::signbit(inv.data()[i])) << "C = " << c << " element " << i;
+      }
+  }
+}
+
 TEST(FlaSolveTril, CloseToFp64OnRandomCases) {
   for (const char* m : {"fla_solve_tril", "fla_solve_tril:precision=tf32"}) {
     const double u = std::string(m).find("tf32") != std::string::npos ? kUTF32 : kUFP32;

@@ -8,17 +8,20 @@
 // of the inverse, and one 16 x 16 scratch block.
 // 1. Diagonal blocks: column j of a block's substitution depends only on
 //    column j (X[i][j] reads X[k][j] and row i of A), so a lane owns whole
-//    columns, kept in registers: per row i = 2..15 the eight
-//    q_k = fma(a[k], X[k][j], fp32(a[k+8] X[k+8][j])), the tree
-//    ((q0+q4)+(q2+q6))+((q1+q5)+(q3+q7)), then a[j] + S, as the CPU form.
-//    Rows not yet updated are read with their initial value, as there.
+//    columns, kept in registers: per row i = 2..15 the partial products and
+//    the tree of the CPU form (one warp's for n <= 32: q_k = fma(a[k],
+//    X[k][j], fp32(a[k+8] X[k+8][j])), ((q0+q4)+(q2+q6))+((q1+q5)+(q3+q7));
+//    two warps' for n = 64: v_k = fma(a[k], X[k][j], fp32(a[k+4] X[k+4][j]))
+//    for k = 0..3, 8..11, ((v0+v2)+(v1+v3))+((v8+v10)+(v9+v11))), then
+//    a[j] + S. Rows not yet updated are read with their initial value, as there.
 // 2. Merge: each 16 x 16 product is 256 FP32 FMA chains (k ascending from
 //    +0); lane l computes rows l/4 and l/4 + 8, columns 4(l%4)..4(l%4)+3.
-//    Sums of two products are formed in the lane that holds both. The
-//    products of one formula are done in the CPU form's order, __syncwarp()
-//    between dependent ones. precision=tf32 rounds every operand to TF32
-//    (nearest even, in integer arithmetic, exactly as prec::operand) as it
-//    is loaded.
+//    A sum of products is one chain (the next product continues the
+//    accumulators), and a negated product is stored as 0 - x, as Triton
+//    compiles fla's source. The products of one formula are done in the CPU
+//    form's order, __syncwarp() between dependent ones. precision=tf32 rounds
+//    every operand to TF32 (nearest even, in integer arithmetic, exactly as
+//    prec::operand) as it is loaded.
 // Diagnostics: max |.| over the diagonal inverses, and over those, every
 // product and sum and the output (+inf for any non-finite value).
 #include <algorithm>
@@ -60,14 +63,12 @@ __device__ __forceinline__ float operand(float x) {
   else return x;
 }
 
-// d = X Y for 16 x 16 blocks (prec::matmul: acc = fmaf(x[r][k], y[k][c], acc),
-// k ascending from +0). d[m] is (r, c + m), d[4 + m] is (r + 8, c + m), with
-// r = lane / 4, c = 4 (lane % 4).
+// d += X Y for 16 x 16 blocks, the chain going on from d (prec::matmul:
+// acc = fmaf(x[r][k], y[k][c], acc), k ascending). d[m] is (r, c + m),
+// d[4 + m] is (r + 8, c + m), with r = lane / 4, c = 4 (lane % 4).
 template <bool kTf32>
-__device__ __forceinline__ void mm16(const float* X, const float* Y, int lane, float d[8]) {
+__device__ __forceinline__ void mm16_acc(const float* X, const float* Y, int lane, float d[8]) {
   const int r = lane >> 2, c = 4 * (lane & 3);
-#pragma unroll
-  for (int m = 0; m < 8; ++m) d[m] = 0.0f;
 #pragma unroll
   for (int k = 0; k < kB; ++k) {
     const float x0 = operand<kTf32>(X[r * kS + k]);
@@ -82,18 +83,26 @@ __device__ __forceinline__ void mm16(const float* X, const float* Y, int lane, f
   }
 }
 
+// d = X Y: the chain from +0.
+template <bool kTf32>
+__device__ __forceinline__ void mm16(const float* X, const float* Y, int lane, float d[8]) {
+#pragma unroll
+  for (int m = 0; m < 8; ++m) d[m] = 0.0f;
+  mm16_acc<kTf32>(X, Y, lane, d);
+}
+
 __device__ __forceinline__ void track(float& wmax, const float d[8]) {
 #pragma unroll
   for (int m = 0; m < 8; ++m) wmax = fmaxf(wmax, mag(d[m]));
 }
 
-// Stores the lane's part of a product (negated where asked) into block D.
+// Stores the lane's part of a product (negated as 0 - x where asked) into block D.
 __device__ __forceinline__ void store16(float* D, const float d[8], int lane, bool negate) {
   const int r = lane >> 2, c = 4 * (lane & 3);
 #pragma unroll
   for (int m = 0; m < 4; ++m) {
-    D[r * kS + c + m] = negate ? -d[m] : d[m];
-    D[(r + 8) * kS + c + m] = negate ? -d[4 + m] : d[4 + m];
+    D[r * kS + c + m] = negate ? __fsub_rn(0.0f, d[m]) : d[m];
+    D[(r + 8) * kS + c + m] = negate ? __fsub_rn(0.0f, d[4 + m]) : d[4 + m];
   }
 }
 
@@ -162,15 +171,29 @@ __global__ void fla_solve_tril_kernel(Args a) {
 #pragma unroll
     for (int i = 2; i < kB; ++i) {
       const float* ar = Ad + i * kS;
-      float q[kB / 2];
+      float s;
+      if (n == 64) {  // two warps: rows k and k + 4, then each warp's tree, then the two sums
+        float v[kB];
 #pragma unroll
-      for (int k = 0; k < kB / 2; ++k) {
-        const float lo = k < i ? -ar[k] : 0.0f;
-        const float hi = k + 8 < i ? -ar[k + 8] : 0.0f;
-        q[k] = __fmaf_rn(lo, x[k], __fmul_rn(hi, x[k + 8]));
+        for (int k = 0; k < kB; ++k) {
+          if ((k & 4) != 0) continue;
+          const float lo = k < i ? -ar[k] : 0.0f;
+          const float hi = k + 4 < i ? -ar[k + 4] : 0.0f;
+          v[k] = __fmaf_rn(lo, x[k], __fmul_rn(hi, x[k + 4]));
+        }
+        s = __fadd_rn(__fadd_rn(__fadd_rn(v[0], v[2]), __fadd_rn(v[1], v[3])),
+                      __fadd_rn(__fadd_rn(v[8], v[10]), __fadd_rn(v[9], v[11])));
+      } else {  // one warp: rows k and k + 8, then the warp's tree
+        float q[kB / 2];
+#pragma unroll
+        for (int k = 0; k < kB / 2; ++k) {
+          const float lo = k < i ? -ar[k] : 0.0f;
+          const float hi = k + 8 < i ? -ar[k + 8] : 0.0f;
+          q[k] = __fmaf_rn(lo, x[k], __fmul_rn(hi, x[k + 8]));
+        }
+        s = __fadd_rn(__fadd_rn(__fadd_rn(q[0], q[4]), __fadd_rn(q[2], q[6])),
+                      __fadd_rn(__fadd_rn(q[1], q[5]), __fadd_rn(q[3], q[7])));
       }
-      const float s = __fadd_rn(__fadd_rn(__fadd_rn(q[0], q[4]), __fadd_rn(q[2], q[6])),
-                                __fadd_rn(__fadd_rn(q[1], q[5]), __fadd_rn(q[3], q[7])));
       const float aj = j < i ? -ar[j] : 0.0f;
       x[i] = __fadd_rn(aj, s);  // after every q of row i: they read the old x[i]
     }
@@ -186,8 +209,8 @@ __global__ void fla_solve_tril_kernel(Args a) {
   __syncwarp();
 
   // 2. The merge, in the CPU form's order.
-  float d[8], p[8];
-  for (int i = 1; i < nb; ++i) {  // Ai(i, i-1) = -(Ai(i,i) A(i,i-1)) Ai(i-1,i-1)
+  float d[8];
+  for (int i = 1; i < nb; ++i) {  // Ai(i, i-1) = 0 - (Ai(i,i) A(i,i-1)) Ai(i-1,i-1)
     mm16<kTf32>(Vb(i, i), Ab(i, i - 1), lane, d);
     track(wmax, d);
     store16(T, d, lane, false);
@@ -198,15 +221,11 @@ __global__ void fla_solve_tril_kernel(Args a) {
     __syncwarp();
   }
   if (nb == 4) {
-    // Ai(i, j) = -Ai(i,i) (A(i,j) Ai(j,j) + A(i,j+1) Ai(j+1,j)) for (2, 0) and (3, 1).
+    // Ai(i, j) = 0 - Ai(i,i) (A(i,j) Ai(j,j); A(i,j+1) Ai(j+1,j)) for (2, 0) and (3, 1): one chain.
     for (int i = 2; i < 4; ++i) {
       const int j = i - 2;
-      mm16<kTf32>(Ab(i, j), Vb(j, j), lane, p);
-      track(wmax, p);
-      mm16<kTf32>(Ab(i, j + 1), Vb(j + 1, j), lane, d);
-      track(wmax, d);
-#pragma unroll
-      for (int m = 0; m < 8; ++m) d[m] = __fadd_rn(p[m], d[m]);
+      mm16<kTf32>(Ab(i, j), Vb(j, j), lane, d);
+      mm16_acc<kTf32>(Ab(i, j + 1), Vb(j + 1, j), lane, d);
       track(wmax, d);
       store16(T, d, lane, false);
       __syncwarp();
@@ -215,18 +234,10 @@ __global__ void fla_solve_tril_kernel(Args a) {
       store16(Vb(i, j), d, lane, true);
       __syncwarp();
     }
-    // Ai(3, 0) = -Ai(3,3) ((A(3,0) Ai(0,0) + A(3,1) Ai(1,0)) + A(3,2) Ai(2,0)).
-    mm16<kTf32>(Ab(3, 0), Vb(0, 0), lane, p);
-    track(wmax, p);
-    mm16<kTf32>(Ab(3, 1), Vb(1, 0), lane, d);
-    track(wmax, d);
-#pragma unroll
-    for (int m = 0; m < 8; ++m) p[m] = __fadd_rn(p[m], d[m]);
-    track(wmax, p);
-    mm16<kTf32>(Ab(3, 2), Vb(2, 0), lane, d);
-    track(wmax, d);
-#pragma unroll
-    for (int m = 0; m < 8; ++m) d[m] = __fadd_rn(p[m], d[m]);
+    // Ai(3, 0) = 0 - Ai(3,3) (A(3,0) Ai(0,0); A(3,1) Ai(1,0); A(3,2) Ai(2,0)): one chain.
+    mm16<kTf32>(Ab(3, 0), Vb(0, 0), lane, d);
+    mm16_acc<kTf32>(Ab(3, 1), Vb(1, 0), lane, d);
+    mm16_acc<kTf32>(Ab(3, 2), Vb(2, 0), lane, d);
     track(wmax, d);
     store16(T, d, lane, false);
     __syncwarp();
