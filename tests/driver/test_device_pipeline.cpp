@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <string>
@@ -93,6 +94,38 @@ TEST(DevicePipelineGpu, ReportIsTheHostLoopsBitForBit) {
       }
     }
   }
+}
+
+// At scale: the sizes where the host loop and the pipeline once parted
+// (issue 42: C = 24 at 3 x 10^5 samples, C = 64 at 10^5; an FP16 mma whose
+// result is subnormal, modelled with one rounding where the hardware makes
+// two). CHUNKINV_PIPELINE_SCALE_SAMPLES sets the samples per configuration
+// (default 4,000, seconds; scripts/gpu.sh runs 10^6) and
+// CHUNKINV_PIPELINE_SCALE_SEEDS the seeds (default 31337).
+TEST(DevicePipelineGpu, AtScaleEqualsTheHostLoop) {
+  CHUNKINV_REQUIRE_GPU();
+  const char* n_env = std::getenv("CHUNKINV_PIPELINE_SCALE_SAMPLES");
+  const char* seeds_env = std::getenv("CHUNKINV_PIPELINE_SCALE_SEEDS");
+  const uint64_t n = n_env && *n_env ? std::stoull(n_env) : 4000;
+  std::vector<uint64_t> seeds;
+  for (std::string rest = seeds_env && *seeds_env ? seeds_env : "31337"; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    seeds.push_back(std::stoull(rest.substr(0, comma)));
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+  }
+  const auto paths = parse_paths("gold,kernel");
+  DevicePipeline device(paths, {0});
+  for (uint64_t seed : seeds)
+    for (int chunk : {16, 24, 32, 48, 64}) {
+      const auto points = points_of({"family=model_like", "chunk=" + std::to_string(chunk), "decay_floor=-2"});
+      const RunResult host = run_with(points, paths, n, seed, nullptr);
+      const RunResult dev = run_with(points, paths, n, seed, &device);
+      EXPECT_EQ(dev.on_device.size(), points.size()) << "every group on the device";
+      EXPECT_EQ(differences(host.entries, dev.entries,
+                            "model_like C=" + std::to_string(chunk) + " seed " + std::to_string(seed) + ", " +
+                                std::to_string(n) + " samples"),
+                0u);
+    }
 }
 
 // One path alone: its entry's metrics by themselves (the pipeline pairs
