@@ -488,10 +488,9 @@ std::string check_markdown(const CheckResult& r, bool changes_only) {
 
 namespace {
 
-// A figure in words: "<configuration> <path>/<method>: <metric>.<statistic>".
+// A figure in words: "<configuration, the method included> <path>: <metric>.<statistic>".
 std::string figure_name(const Comparison& c) {
-  const std::string method = c.axes.contains("method") ? "/" + axis_value_text(c.axes["method"]) : "";
-  return fmt::format("{} {}{}: {}.{}", c.configuration, c.path, method, c.metric, c.statistic);
+  return fmt::format("{} {}: {}.{}", c.configuration, c.path, c.metric, c.statistic);
 }
 
 // A figure's values as the Markdown table shows them.
