@@ -3,6 +3,7 @@
 // built (Neumann's powers, ...), its inverse and its metrics. As aligned
 // text or as JSON (docs/inputs.md). The sample goes through the same runner
 // as `run`, so what is shown is what `run` measures.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -18,10 +19,12 @@
 #include "core/thread_pool.hpp"
 #include "driver/runner.hpp"
 #include "driver/spec.hpp"
+#include "inputs/data_families.hpp"
 #include "inputs/family.hpp"
 #include "inputs/tensor_set.hpp"
 #include "inputs/witness_summary.hpp"
 #include "metrics/metrics.hpp"
+#include "paths/candidate/candidate.hpp"
 #include "paths/path.hpp"
 #include "report/report.hpp"
 
@@ -40,6 +43,9 @@ struct InspectArgs {
   std::string format = "text";
   std::string export_path;
   std::string export_from;  // --export-path: a path whose L and INV go beside the exported samples
+  std::string candidate;    // --candidate: a scored kernel's L and/or INV, shown beside the gold
+  bool brief = false;       // --brief: one screen, no matrices
+  bool quiet = false;       // -q: nothing but errors (for --export)
   uint64_t count = 1;
   std::string seed_text, index_text, count_text, max_memory;  // as given; read strictly before any work
 };
@@ -182,6 +188,59 @@ std::string metrics_text(const std::vector<MetricInfo>& infos, const std::vector
   return s;
 }
 
+// Where a matrix's errors against the gold sit (inspect --candidate): the
+// largest elements, and the largest error of each band of rows and columns
+// relative to the gold's RMS, so that a bad row, column or corner shows at
+// a glance. A non-finite element is an infinite error.
+std::string error_view(const std::string& name, const Mat& got, const Mat& gold, const std::string& indent) {
+  const Eigen::Index c = gold.rows();
+  const double rms = std::sqrt(gold.squaredNorm() / double(gold.size()));
+  const auto err = [&](Eigen::Index i, Eigen::Index j) {
+    const double d = std::fabs(got(i, j) - gold(i, j));
+    return std::isfinite(d) ? d : INFINITY;
+  };
+  std::vector<std::pair<Eigen::Index, Eigen::Index>> at;
+  for (Eigen::Index i = 0; i < c; ++i)
+    for (Eigen::Index j = 0; j < c; ++j) at.push_back({i, j});
+  // Largest first; ties in row-major order, so the view is the same on every machine.
+  std::stable_sort(at.begin(), at.end(), [&](const auto& a, const auto& b) { return err(a.first, a.second) > err(b.first, b.second); });
+  std::string o = fmt::format("{}{} against the gold: RMS(gold) {}, largest |error| at\n", indent, name, num(rms));
+  for (size_t k = 0; k < std::min<size_t>(5, at.size()); ++k) {
+    const auto [i, j] = at[k];
+    if (err(i, j) == 0) break;
+    o += fmt::format("{}  ({:>2}, {:>2}): gold {:>10}, got {:>10}, |error| {:>10}\n", indent, i, j, num(gold(i, j)),
+                     num(got(i, j)), num(err(i, j)));
+  }
+  if (at.empty() || err(at[0].first, at[0].second) == 0) return o + indent + "  (none: equal to the gold)\n";
+  const Eigen::Index band = c <= 16 ? 4 : 8, bands = (c + band - 1) / band;
+  o += fmt::format("{}  max |error| / RMS(gold) per band of {} rows (down) x {} columns (across):\n{}  rows  ", indent, band,
+                   band, indent);
+  for (Eigen::Index bj = 0; bj < bands; ++bj) o += fmt::format(" {:>9}", fmt::format("{}-{}", bj * band, std::min(c, (bj + 1) * band) - 1));
+  o += "\n";
+  for (Eigen::Index bi = 0; bi < bands; ++bi) {
+    o += fmt::format("{}  {:>5} ", indent, fmt::format("{}-{}", bi * band, std::min(c, (bi + 1) * band) - 1));
+    for (Eigen::Index bj = 0; bj < bands; ++bj) {
+      double m = 0;
+      for (Eigen::Index i = bi * band; i < std::min(c, (bi + 1) * band); ++i)
+        for (Eigen::Index j = bj * band; j < std::min(c, (bj + 1) * band); ++j) m = std::max(m, err(i, j));
+      o += fmt::format(" {:>9}", m == 0 ? std::string(".") : rms > 0 ? num(m / rms) : num(m));
+    }
+    o += "\n";
+  }
+  return o;
+}
+
+// The metrics a one-line summary shows, where the entry has them.
+std::string metrics_line(const std::vector<MetricInfo>& infos, const std::vector<double>& v) {
+  std::string s;
+  for (const char* m : {"inv_total_rel_rmse", "l_rel_rmse", "inv_method_only_rel_rmse", "inv_gold_l_rel_rmse", "inv_finite",
+                        "inverse_residual", "inv_max_abs"})
+    for (size_t i = 0; i < infos.size(); ++i)
+      if (infos[i].name == std::string_view(m))
+        s += fmt::format("{}{} {}", s.empty() ? "" : ", ", m, infos[i].kind == MetricKind::kFlag ? fmt::format("{}", v[i]) : num(v[i]));
+  return s;
+}
+
 // ---------------------------------------------------------------------------
 
 // --export-path: what one path and method made of samples [index, index +
@@ -253,10 +312,16 @@ void inspect(const InspectArgs& a) {
   if (!a.inputs.empty() && !a.family.empty() && a.family != "file")
     throw UsageError("give either --inputs PATH or --family NAME, not both");
   if (!a.export_from.empty() && a.export_path.empty()) throw UsageError("--export-path goes with --export");
-  // The configuration, through the same axis machinery as `run`.
+  if (!a.candidate.empty() && a.inputs.empty())
+    throw UsageError("--candidate goes with --inputs: the tensor set the candidate ran on");
+  if (!a.candidate.empty() && !a.export_path.empty()) throw UsageError("--candidate is shown, not exported: leave out --export");
+  if (a.brief && a.format != "text") throw UsageError("--brief is a text view: leave out --format json");
+  // The configuration, through the same axis machinery as `run` (and its
+  // default family where none is given).
   ExperimentSpec spec;
-  spec.grids.push_back(a.inputs.empty() ? json{{"family", a.family.empty() ? "model_like" : a.family}}
-                                        : json{{"family", "file"}, {"inputs", a.inputs}});
+  spec.grids.push_back(!a.inputs.empty()    ? json{{"family", "file"}, {"inputs", a.inputs}}
+                       : a.family.empty() ? json::object()
+                                          : json{{"family", a.family}});
   for (const auto& ax : a.axes) apply_axis(spec, ax);
   const auto points = expand(spec);
   for (const Point& p : points)
@@ -291,21 +356,32 @@ void inspect(const InspectArgs& a) {
     for (uint64_t i = 0; i < a.count; ++i) samples.push_back(fam.make(cfg, a.seed, a.index + i));
     const TensorMap extra = a.export_from.empty() ? TensorMap{} : path_tensors(a, points);
     write_tensor_set(a.export_path, samples, DType::kBF16, DType::kF64, extra);
-    std::fprintf(stderr, "wrote samples %llu..%llu (C = %d, d = %d) to %s\n", static_cast<unsigned long long>(a.index),
-                 static_cast<unsigned long long>(a.index + a.count - 1), cfg.chunk, cfg.dim, a.export_path.c_str());
+    if (!a.quiet)
+      std::fprintf(stderr, "wrote samples %llu..%llu (C = %d, d = %d) to %s\n", static_cast<unsigned long long>(a.index),
+                   static_cast<unsigned long long>(a.index + a.count - 1), cfg.chunk, cfg.dim, a.export_path.c_str());
     return;
   }
-  // Every usable path by default; the gold is always there (its own entry is the reference).
-  std::vector<PathChoice> paths = parse_paths(a.paths.empty() ? "all" : a.paths);
+  // Every usable path by default (with a candidate: the gold and it); the
+  // gold is always there (its own entry is the reference).
+  std::vector<PathChoice> paths = parse_paths(a.paths.empty() ? (a.candidate.empty() ? "all" : "gold") : a.paths);
   bool has_gold = false;
   for (const auto& p : paths) has_gold = has_gold || p.spec->reference;
   if (!has_gold) paths.insert(paths.begin(), PathChoice{&reference_path(), {}});
+  if (!a.candidate.empty()) {  // read as `score` reads it: a file that does not fit is an error now
+    PathChoice cand{&kCandidatePath, {{"file", a.candidate}, {"inputs", a.inputs}}};
+    cand.options["tail"] = file_family_tail(cfg) == Tail::kPad ? "pad" : "drop";
+    const auto set = cached_tensor_set(a.inputs);
+    const auto chunks = cached_chunks(a.inputs, cfg.chunk, file_family_tail(cfg));
+    (void)load_candidate(a.candidate, *set, *chunks, cfg.chunk);
+    paths.push_back(cand);
+  }
   RunnerOptions ro;
   ro.threads = 1;
   ro.batch = 1;
   ro.keep_intermediates = true;
   Runner runner(paths, ro);
   const Plan plan = runner.plan(points);
+  if (a.quiet) return;  // -q without --export: the options are valid, and nothing is to be shown
   for (const auto& why : plan.skipped) std::fprintf(stderr, "skipped: %s\n", why.c_str());
   InspectSink sink(runner.paths());
   runner.run(plan.groups[0], a.seed, {a.index, 1}, sink);
@@ -364,6 +440,38 @@ void inspect(const InspectArgs& a) {
     return;
   }
 
+  if (a.brief) {  // one screen: what the sample is, and per path and method its figures and where its error sits
+    std::string o = fmt::format("sample {} (seed {}) of {}\n", a.index, a.seed, cfg.axes().dump());
+    double nmin = INFINITY, nmax = -INFINITY;
+    for (double x : ks.norms) nmin = std::min(nmin, x), nmax = std::max(nmax, x);
+    o += fmt::format("keys: {} x {} (BF16), norms {} to {}", sample.chunk, sample.dim, num(nmin), num(nmax));
+    if (ks.min_i >= 0)
+      o += fmt::format(", cosine min {} (rows {}, {}), max {} (rows {}, {})", num(ks.cos_min), ks.min_i, ks.min_j,
+                       num(ks.cos_max), ks.max_i, ks.max_j);
+    const auto range = [](const double* p, size_t n) {
+      double lo = INFINITY, hi = -INFINITY;
+      for (size_t i = 0; i < n; ++i) lo = std::min(lo, p[i]), hi = std::max(hi, p[i]);
+      return lo == hi ? num(lo) : fmt::format("{} to {}", num(lo), num(hi));
+    };
+    const Eigen::VectorXd last = big_g.row(big_g.rows() - 1).transpose();  // every channel's G at the last token
+    o += fmt::format("\ng: {}; G at the last token: {}; beta: {}\n", range(g_mat.data(), size_t(g_mat.size())),
+                     range(last.data(), size_t(last.size())), range(sample.beta.data(), sample.beta.size()));
+    o += witness_summary_text(structure);
+    for (const Shown& s : sink.shown) {
+      if (s.reference) {
+        o += fmt::format("gold (FP64): {}\n", metrics_line(s.metrics->infos, s.values));
+        continue;
+      }
+      o += fmt::format("{} / {}: {}\n", s.path, s.method, metrics_line(s.metrics->infos, s.values));
+      if (s.path == kCandidatePath.name) {
+        o += error_view("L", s.out.l.L, gold.L, "  ");
+        o += error_view("INV", s.out.on_path_l.inv, gold.inv, "  ");
+      }
+    }
+    std::cout << o;
+    return;
+  }
+
   std::string o;
   o += fmt::format("sample {} (seed {}) of {}\n", a.index, a.seed, cfg.axes().dump());
   o += fmt::format("\nkeys: {} x {} (BF16)\n", sample.chunk, sample.dim);
@@ -396,6 +504,8 @@ void inspect(const InspectArgs& a) {
     o += fmt::format("  method {} on path {}'s L\n", s.method, s.path);
     o += run_text(m, s.out.on_path_l, "  ");
     o += "  metrics:\n" + metrics_text(s.metrics->infos, s.values, "    ");
+    if (s.path == kCandidatePath.name)
+      o += error_view("L", s.out.l.L, gold.L, "  ") + error_view("INV", s.out.on_path_l.inv, gold.inv, "  ");
   }
   std::cout << o;
 }
@@ -406,7 +516,12 @@ void set_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   auto* cmd = app.add_subcommand("inspect", "Show one sample in full: inputs, gold, each path's decays and L, each method's intermediates, INV, metrics");
   cmd->add_option("--inputs", args->inputs, "tensor set (directory of .npy, .npz or .safetensors): show its sample --index");
-  cmd->add_option("--family", args->family, "a family (default model_like) whose sample --sample of --seed is shown");
+  cmd->add_option("--family", args->family, "a family (default: run's, floor) whose sample --sample of --seed is shown");
+  cmd->add_option("--candidate", args->candidate,
+                  "with --inputs: a scored kernel's L and/or INV (as `score --candidate` reads them), shown beside the "
+                  "gold with where its largest errors sit, by element and by band of rows and columns");
+  cmd->add_flag("-q,--quiet", args->quiet, "print nothing but errors (with --export: no line saying what was written)");
+  cmd->add_flag("--brief", args->brief, "one screen: the sample's summary and each path and method's figures, no matrices");
   cmd->add_option("-a,--axis", args->axes, "axis: name=value (one value each; method may list several)");
   cmd->add_option("--seed", args->seed_text, "seed (default 0)");
   cmd->add_option("--index,--sample", args->index_text, "which sample (default 0)");

@@ -44,6 +44,8 @@ struct RunArgs {
   std::string table_format = "md";
   std::string shard, quantiles, until, until_ci;
   std::string pipeline, devices;
+  std::string worst, worst_by;  // --worst N --by METRIC
+  bool legend = false, no_legend = false;
   bool per_sample = false, quiet = false, dry_run = false, resume = false, exact_quantiles = false;
   bool list_families = false, list_methods = false, list_paths = false, list_metrics = false;
 };
@@ -87,19 +89,6 @@ void list_paths() {
 std::string describe(const Configuration& c) {
   std::string s = fmt::format("{} C={} d={}", c.family, c.chunk, c.dim);
   for (const auto& [k, v] : c.params.items()) s += fmt::format(" {}={}", k, v.is_string() ? v.get<std::string>() : v.dump());
-  return s;
-}
-
-// The command line again, quoted for a POSIX shell.
-std::string shell_command(const std::vector<std::string>& argv) {
-  std::string s;
-  for (const std::string& a : argv) {
-    const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                                                          "-_./=:,+@%") == std::string::npos;
-    std::string q = "'";
-    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    s += (s.empty() ? "" : " ") + (plain ? a : q + "'");
-  }
   return s;
 }
 
@@ -175,6 +164,7 @@ void run(const RunArgs& a) {
 
   // Every option first: nothing is computed or written before all are valid.
   const TableFormat format = parse_table_format(a.table_format);
+  const bool legend = want_legend(a.legend, a.no_legend, true);
   const uint64_t cli_samples = a.samples.empty() ? 0 : parse_count("--samples", a.samples, 1, kMaxSamples);
   const uint64_t cli_seed = a.seed.empty() ? 0 : parse_count("--seed", a.seed, 0, UINT64_MAX);
   const uint64_t cli_batch = a.batch.empty() ? 0 : parse_count("--batch", a.batch, 1, kMaxSamples);
@@ -183,6 +173,8 @@ void run(const RunArgs& a) {
   const double every = a.checkpoint_every.empty() ? 10.0 : double(parse_count("--checkpoint-every", a.checkpoint_every, 0, 86400));
   if (!a.paths.empty()) parse_paths(a.paths);  // a typo is named even when nothing else is given
   const std::vector<std::string> cli_metrics = parse_metric_list(a.metrics, "--metrics");
+  std::string worst_by = a.worst_by;
+  const size_t worst = parse_worst(a.worst, worst_by);
   std::optional<Shard> shard;
   if (!a.shard.empty()) shard = parse_shard(a.shard);
   std::optional<StopRule> until;
@@ -230,6 +222,9 @@ void run(const RunArgs& a) {
   const std::string pipeline = a.pipeline.empty() ? "auto" : a.pipeline;
   if (pipeline != "auto" && pipeline != "host" && pipeline != "device")
     throw UsageError(fmt::format("--pipeline {}: must be auto, host or device", pipeline));
+  if (worst && (pipeline == "device" || !a.devices.empty()))
+    throw UsageError("--worst with the GPU pipeline: the worst samples are picked sample by sample on the host; "
+                     "leave out --pipeline device and --devices");
   if (pipeline == "host" && !a.devices.empty())
     throw UsageError("--devices with --pipeline host: the devices are the GPU pipeline's; give one of them");
   Quantiles quantiles = choose_quantiles(a, samples, shard.has_value(), until.has_value());
@@ -282,6 +277,7 @@ void run(const RunArgs& a) {
   identity["per_sample"] = a.per_sample;
   identity["quantiles"] = quantiles == Quantiles::kExact ? "exact" : "sketch";
   if (until) identity["until"] = until->text;
+  if (worst) identity["worst"] = {{"n", worst}, {"by", worst_by}};
   std::vector<std::string> labels;
   for (const PathChoice& p : runner.paths()) labels.push_back(p.label());
   identity["paths"] = labels;
@@ -295,11 +291,13 @@ void run(const RunArgs& a) {
   run_identity.erase("entries");
   if (shard) identity["shard"] = fmt::format("{}/{}", shard->index, shard->count);
   StatsOptions stats{a.per_sample, quantiles, shard || until, until ? &*until : nullptr};
+  stats.worst = worst;
+  stats.worst_by = worst_by;
 
   // The GPU pipeline: asked for (every configuration must run on it, or
   // nothing runs), or by default wherever a group can (docs/design.md).
   std::unique_ptr<DevicePipeline> device;
-  if (pipeline != "host") {
+  if (pipeline != "host" && !worst) {
     const bool asked = pipeline == "device" || !a.devices.empty();
     std::vector<int> devices;
     if (!a.devices.empty()) devices = parse_devices(a.devices);  // a bad list is named even where no group would use it
@@ -437,9 +435,22 @@ void run(const RunArgs& a) {
     if (ckpt) ckpt->remove();  // kept when the report could not be written: --resume writes it without computing
     timeline("run: report written");
   }
-  if (a.quiet || (out && out->to_stdout())) return;
-  const Table t = build_table({{a.output.empty() ? spec.name : a.output, report}}, "summary");
-  std::cout << format_table(t, format);
+  if (a.quiet) return;
+  const std::vector<NamedReport> shown{{a.output.empty() ? spec.name : a.output, report}};
+  // The worst samples beside a Markdown table; on stderr where stdout holds
+  // the report or a table for machines.
+  const std::string worst_list = worst ? worst_text(shown, worst, worst_by) : "";
+  if (out && out->to_stdout()) {
+    std::fputs(worst_list.c_str(), stderr);
+    return;
+  }
+  const Table table = build_table(shown, "summary");
+  std::cout << format_table(table, format) << (legend ? format_legend(table, format) : "");
+  if (format == TableFormat::kMarkdown) {
+    if (!worst_list.empty()) std::cout << "\n" << worst_list;
+  } else {
+    std::fputs(worst_list.c_str(), stderr);
+  }
   if (out) std::fprintf(stderr, "report written to %s\n", out->path().c_str());
 }
 
@@ -460,12 +471,20 @@ void set_run_command(CLI::App& app) {
   cmd->add_option("-o,--output", args->output,
                   "write the JSON report here (a file is replaced atomically; - for stdout); saved as it goes in FILE.ckpt");
   cmd->add_option("--format", args->table_format, "summary table format: md, latex, csv");
+  cmd->add_flag("--legend", args->legend, "a line per column under the table (default: when stdout is a terminal)");
+  cmd->add_flag("--no-legend", args->no_legend, "no legend, even on a terminal");
   cmd->add_option("--threads", args->threads, "worker threads, 0 to 1024 (default 0: all cores)");
   cmd->add_option("--batch", args->batch,
                   "samples per batch (default 4096, less where memory is short; results do not depend on it)");
   cmd->add_option("--max-memory", args->max_memory,
                   "memory this run may use, e.g. 8G (default: what ulimit, the cgroup and MemAvailable leave)");
   cmd->add_flag("--per-sample", args->per_sample, "keep every sample's metric values in the report (exact quantiles)");
+  cmd->add_option("--worst", args->worst,
+                  "list the N worst samples of every entry (1 to 1000), each with the `inspect` command that shows it; "
+                  "kept in the report (\"worst\"), for any quantiles, threads, batch or shards");
+  cmd->add_option("--by", args->worst_by,
+                  fmt::format("the metric --worst ranks by (default {}; non-finite values rank worst, then the "
+                              "largest, or 0 for a 0/1 flag)", kDefaultWorstMetric));
   cmd->add_option("--quantiles", args->quantiles,
                   "auto (default: exact up to 10^6 samples per configuration, sketch beyond, and for --shard and --until), "
                   "exact (every value kept and sorted), sketch (memory independent of the samples, relative error < 2^-10)");

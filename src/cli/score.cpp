@@ -26,12 +26,16 @@ namespace {
 struct ScoreArgs {
   std::string inputs, candidate, paths = "gold", output, table_format = "md";
   std::vector<std::string> axes;
+  std::string worst, worst_by;  // --worst N --by METRIC
   int threads = 0;
-  bool per_sample = false, quiet = false;
+  bool per_sample = false, quiet = false, legend = false, no_legend = false;
 };
 
 void score(const ScoreArgs& a) {
   const TableFormat format = parse_table_format(a.table_format);
+  const bool legend = want_legend(a.legend, a.no_legend, true);
+  std::string worst_by = a.worst_by;
+  const size_t worst = parse_worst(a.worst, worst_by);
   if (a.inputs.empty() || a.candidate.empty()) throw UsageError("score needs --inputs PATH and --candidate PATH");
   ExperimentSpec spec;
   spec.name = "score";
@@ -82,7 +86,11 @@ void score(const ScoreArgs& a) {
   opt.threads = a.threads;
   opt.progress = !a.quiet;
   const std::string started = utc_now();
-  RunResult result = run_experiment(points, paths, samples, 0, opt, a.per_sample);
+  StatsOptions stats;
+  stats.per_sample = a.per_sample;
+  stats.worst = worst;
+  stats.worst_by = worst_by;
+  RunResult result = run_experiment(points, paths, samples, 0, opt, stats);
   if (!a.quiet)
     for (const auto& why : result.skipped) std::fprintf(stderr, "skipped: %s\n", why.c_str());
   Report report;
@@ -94,11 +102,23 @@ void score(const ScoreArgs& a) {
   report.meta["experiment"] = spec.name;
   report.meta["candidate"] = {{"file", a.candidate}, {"inputs", a.inputs}, {"holds", holds}};
   if (out) out->commit(report_to_json(report).dump(1) + "\n");
-  if (!out || !out->to_stdout()) {
-    const Table t = build_table({{a.output.empty() ? spec.name : a.output, report}}, "summary");
-    std::cout << format_table(t, format);
+  if (a.quiet) return;  // -q: nothing but errors, as in every subcommand
+  // As `run` prints it: the table, then the worst samples (on stderr where
+  // stdout holds the report or a table for machines).
+  const std::vector<NamedReport> shown{{a.output.empty() ? spec.name : a.output, report}};
+  const std::string worst_list = worst ? worst_text(shown, worst, worst_by) : "";
+  if (out && out->to_stdout()) {
+    std::fputs(worst_list.c_str(), stderr);
+    return;
   }
-  if (out && !out->to_stdout() && !a.quiet) std::fprintf(stderr, "report written to %s\n", out->path().c_str());
+  const Table table = build_table(shown, "summary");
+  std::cout << format_table(table, format) << (legend ? format_legend(table, format) : "");
+  if (format == TableFormat::kMarkdown) {
+    if (!worst_list.empty()) std::cout << "\n" << worst_list;
+  } else {
+    std::fputs(worst_list.c_str(), stderr);
+  }
+  if (out) std::fprintf(stderr, "report written to %s\n", out->path().c_str());
 }
 
 }  // namespace
@@ -118,9 +138,15 @@ void set_score_command(CLI::App& app) {
   cmd->add_option("--paths", args->paths, "paths to measure beside the candidate (default gold; e.g. gold,emulated)");
   cmd->add_option("-o,--output", args->output, "write the JSON report here (atomically)");
   cmd->add_option("--format", args->table_format, "summary table format: md, latex, csv");
+  cmd->add_flag("--legend", args->legend, "a line per column under the table (default: when stdout is a terminal)");
+  cmd->add_flag("--no-legend", args->no_legend, "no legend, even on a terminal");
   cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--per-sample", args->per_sample, "keep every sample's metric values in the report");
-  cmd->add_flag("-q,--quiet", args->quiet, "no progress line");
+  cmd->add_option("--worst", args->worst,
+                  "list the N worst samples of every entry (1 to 1000), each with the `inspect` command that shows it "
+                  "beside the gold; kept in the report (\"worst\")");
+  cmd->add_option("--by", args->worst_by, fmt::format("the metric --worst ranks by (default {})", kDefaultWorstMetric));
+  cmd->add_flag("-q,--quiet", args->quiet, "print nothing but errors (no progress line, no table)");
   cmd->callback([args] { score(*args); });
 }
 

@@ -1,5 +1,6 @@
-// chunkinv table REPORT... --format md|latex|csv [--preset NAME] [-o FILE]
-// Lays one or more reports out as a table (docs/tables.md).
+// chunkinv table REPORT... --format md|latex|csv [--preset NAME] [--columns AXIS] [-o FILE]
+// Lays one or more reports out as a table with its legend, and lists the
+// worst samples of a --per-sample report (docs/tables.md).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -20,10 +21,16 @@ struct TableOptions {
   std::string preset = "summary";
   std::string output;
   std::string caption, label;  // LaTeX's \caption and \label
+  std::string columns;         // --columns AXIS: a pivot
+  std::string worst, worst_by; // --worst N --by METRIC
+  bool legend = false, no_legend = false, quiet = false;
 };
 
 void run_table(const TableOptions& o) {
   const TableFormat format = parse_table_format(o.format);
+  std::string worst_by = o.worst_by;
+  const size_t worst = parse_worst(o.worst, worst_by);
+  const bool legend = want_legend(o.legend, o.no_legend, o.output.empty() || o.output == "-");
   if ((!o.caption.empty() || !o.label.empty()) && format != TableFormat::kLatex) {
     throw UsageError("--caption and --label are for --format latex");
   }
@@ -39,13 +46,23 @@ void run_table(const TableOptions& o) {
 
   std::vector<NamedReport> reports;
   for (const auto& path : o.reports) reports.push_back({path, read_report(path)});
-  Table table = build_table(reports, o.preset, layout_for(format));
+  Table table = build_table(reports, o.preset, layout_for(format), o.columns);
   table.caption = o.caption;
   table.label = o.label;
-  const std::string text = format_table(table, format);
+  std::string text = format_table(table, format) + (legend ? format_legend(table, format) : "");
+  if (worst) {
+    const std::string list = worst_text(reports, worst, worst_by);
+    if (list.empty())
+      throw UsageError(fmt::format("--worst: no entry of the reports has per-sample values or worst samples by {} "
+                                   "(run --per-sample or run --worst {} --by {} keeps them)",
+                                   worst_by, worst, worst_by));
+    // Beside a Markdown table; on stderr where the table is for machines.
+    if (format == TableFormat::kMarkdown) text += "\n" + list;
+    else if (!o.quiet) std::fputs(list.c_str(), stderr);
+  }
   if (out) {
     out->commit(text);
-  } else {
+  } else if (!o.quiet) {
     std::fwrite(text.data(), 1, text.size(), stdout);
   }
 }
@@ -60,6 +77,16 @@ void set_table_command(CLI::App& app) {
   cmd->add_option("--preset,-p", o->preset,
                   fmt::format("table layout: {}", fmt::join(table_presets(), ", ")))
       ->capture_default_str();
+  cmd->add_option("--columns", o->columns,
+                  "pivot: this axis's values (chunk, path, method, decay_floor, ...) as groups of columns, one row per "
+                  "configuration without it");
+  cmd->add_flag("--legend", o->legend, "a line per column under the table (default: when stdout is a terminal)");
+  cmd->add_flag("--no-legend", o->no_legend, "no legend, even on a terminal");
+  cmd->add_option("--worst", o->worst,
+                  "list the N worst samples of every entry of a --per-sample report (or of one run with --worst), "
+                  "each with the `inspect` command that shows it");
+  cmd->add_option("--by", o->worst_by, fmt::format("the metric --worst ranks by (default {})", kDefaultWorstMetric));
+  cmd->add_flag("-q,--quiet", o->quiet, "print nothing but errors (-o FILE is still written)");
   cmd->add_option("--caption", o->caption, "LaTeX: put the table in a float with this \\caption (LaTeX as is)");
   cmd->add_option("--label", o->label, "LaTeX: the float's \\label");
   cmd->add_option("-o,--output", o->output, "write to FILE (replaced atomically; - for stdout) instead of stdout");

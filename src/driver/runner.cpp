@@ -187,8 +187,8 @@ namespace {
 class StatsSink final : public Sink {
  public:
   StatsSink(const std::vector<PathChoice>& paths, uint64_t seed, const StatsOptions& options,
-            std::vector<ReportEntry>& out)
-      : paths_(paths), seed_(seed), o_(options), out_(out) {}
+            std::vector<ReportEntry>& out, uint64_t first_sample = 0)
+      : paths_(paths), seed_(seed), o_(options), out_(out), first_(first_sample) {}
 
   bool streaming() const { return o_.quantiles == Quantiles::kSketch; }
 
@@ -208,14 +208,25 @@ class StatsSink final : public Sink {
     n_ = pre_n_ + n;
     stopped_ = false;
     values_.assign(g.tasks.size(), {});
+    worst_.assign(g.tasks.size(), {});
+    worst_at_.assign(g.tasks.size(), MetricSet::npos);
+    if (o_.worst)
+      for (size_t t = 0; t < g.tasks.size(); ++t)
+        if ((worst_at_[t] = g.tasks[t].metrics->index(o_.worst_by)) != MetricSet::npos)
+          worst_[t] = WorstHeap(o_.worst_by, o_.worst);
+    if (o_.worst && streaming() && pre_n_)
+      throw UsageError("--worst: the checkpoint of this run keeps its unfinished configuration's statistics but not its "
+                       "samples, so the worst of them are lost; run it again without --resume, or with --quantiles exact");
     streams_.clear();
     streams_.resize(g.tasks.size());
     for (size_t t = 0; t < g.tasks.size(); ++t) {
       const size_t nm = g.tasks[t].metrics->size();
       if (!streaming()) {
         values_[t].assign(nm, std::vector<double>(n_));
-        for (size_t i = 0; i < pre_n_; ++i)
+        for (size_t i = 0; i < pre_n_; ++i) {
           for (size_t m = 0; m < nm; ++m) values_[t][m][i] = pre_[t][i * nm + m];
+          offer_worst(t, i, pre_[t].data() + i * nm, *g.tasks[t].metrics);
+        }
       } else if (pre_n_) {
         if (pre_states_.size() != g.tasks.size() || pre_states_[t].size() != nm)
           throw UsageError("checkpoint: the saved statistics do not fit the configuration; delete it to start over");
@@ -241,7 +252,10 @@ class StatsSink final : public Sink {
     if (!o_.until) {  // the whole batch, task by task
       for (size_t t = 0; t < b.values.size(); ++t) {
         const size_t nm = b.group->tasks[t].metrics->size();
-        for (size_t i = 0; i < bn; ++i) add(t, filled_ + i, b.values[t].data() + i * nm, nm);
+        for (size_t i = 0; i < bn; ++i) {
+          add(t, filled_ + i, b.values[t].data() + i * nm, nm);
+          offer_worst(t, filled_ + i, b.values[t].data() + i * nm, *b.group->tasks[t].metrics);
+        }
       }
       filled_ += bn;
       return;
@@ -252,6 +266,7 @@ class StatsSink final : public Sink {
       for (size_t t = 0; t < b.values.size(); ++t) {
         const size_t nm = b.group->tasks[t].metrics->size();
         add(t, filled_, b.values[t].data() + i * nm, nm);
+        offer_worst(t, filled_, b.values[t].data() + i * nm, *b.group->tasks[t].metrics);
       }
       ++filled_;
       bool met = !rule_.empty();
@@ -298,6 +313,7 @@ class StatsSink final : public Sink {
       e.samples = filled_;  // n_, or fewer where a stop rule held
       e.seed = seed_;
       e.sketch = streaming();
+      if (worst_at_[t] != MetricSet::npos) e.worst = worst_[t].result();
       for (size_t m = 0; m < task.metrics->size(); ++m) {
         const MetricInfo& info = task.metrics->infos[m];
         const bool flag = info.kind == MetricKind::kFlag;
@@ -330,6 +346,15 @@ class StatsSink final : public Sink {
     else
       for (size_t m = 0; m < nm; ++m) values_[t][m][i] = v[m];
   }
+  // Sample i of this run (first_ + i of its configuration) to task t's worst list.
+  void offer_worst(size_t t, uint64_t i, const double* v, const MetricSet& metrics) {
+    if (worst_at_.empty() || worst_at_[t] == MetricSet::npos) return;
+    worst_[t].offer(first_ + i, v[worst_at_[t]], [&] {
+      std::map<std::string, double> all;
+      for (size_t m = 0; m < metrics.size(); ++m) all[metrics.infos[m].name] = v[m];
+      return all;
+    });
+  }
   // The 1s of task t's metric m among the preloaded samples.
   uint64_t ones_before(size_t t, size_t m) const {
     if (streaming()) {
@@ -352,7 +377,10 @@ class StatsSink final : public Sink {
   uint64_t seed_;
   StatsOptions o_;
   std::vector<ReportEntry>& out_;
+  uint64_t first_ = 0;  // the index of this run's first sample of each configuration (a shard's)
   uint64_t n_ = 0, filled_ = 0, pre_n_ = 0;
+  std::vector<WorstHeap> worst_;  // per task
+  std::vector<size_t> worst_at_;  // per task: the index of o_.worst_by in its metrics, or npos
   bool stopped_ = false;
   std::vector<std::vector<std::vector<double>>> values_;  // exact: [task][metric][sample]
   std::vector<std::vector<StreamStats>> streams_;         // sketch: [task][metric]
@@ -494,6 +522,10 @@ bool on_device_pipeline(const Group& g, const std::vector<PathChoice>& paths, co
     *why = "a stop rule is checked sample by sample on the host";
     return false;
   }
+  if (o.worst) {
+    *why = "the worst samples (--worst) are picked sample by sample on the host";
+    return false;
+  }
   return device_pipeline_supports(g, paths, why);
 }
 
@@ -503,7 +535,7 @@ RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uin
                          const RunControl& control, uint64_t first_sample) {
   RunResult result;
   result.skipped = plan.skipped;
-  StatsSink stats(runner.paths(), seed, options, result.entries);
+  StatsSink stats(runner.paths(), seed, options, result.entries, first_sample);
   ControlSink sink(stats, control, result.entries);
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     const Group& g = plan.groups[i];

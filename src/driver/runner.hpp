@@ -126,6 +126,10 @@ struct StatsOptions {
   // The GPU pipeline, where a group runs on it whole (driver/device_pipeline:
   // sketch quantiles, no stop rule, no per-sample values); null: the host's loop.
   DevicePipeline* device = nullptr;
+  // The `worst` samples of every entry by metric `worst_by` (report/worst.hpp),
+  // kept as they stream; 0: none. Entries without that metric keep none.
+  size_t worst = 0;
+  std::string worst_by;
 };
 
 // The report entries of a run: every group over `samples` samples from

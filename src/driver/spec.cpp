@@ -326,7 +326,12 @@ void apply_axis(ExperimentSpec& spec, const std::string& assignment) {
     throw UsageError(fmt::format("axis \"{}\" must be name=value or name=[v1,v2,...]", assignment));
   const std::string name = assignment.substr(0, eq);
   check_axis_name(name, "");
-  const json value = parse_value(name, assignment.substr(eq + 1));
+  const std::string text = assignment.substr(eq + 1);
+  // `-a chunk=16,32` is one value "16,32"; say how a list is written (a path may hold a comma).
+  if (name != "inputs" && !text.empty() && text.front() != '[' && text.find(',') != std::string::npos)
+    throw UsageError(fmt::format("axis {}: \"{}\" is not a value; a list is written in brackets: -a '{}=[{}]'", name,
+                                 text, name, text));
+  const json value = parse_value(name, text);
   check_axis_value(name, value, "");
   if (spec.grids.empty()) spec.grids.push_back(json::object());
   for (auto& g : spec.grids) g[name] = value;

@@ -486,6 +486,85 @@ std::string check_markdown(const CheckResult& r, bool changes_only) {
   return (t.rows.empty() ? std::string() : to_markdown(t) + "\n") + note + check_summary(r) + "\n";
 }
 
+namespace {
+
+// A figure in words: "<configuration, the method included> <path>: <metric>.<statistic>".
+std::string figure_name(const Comparison& c) {
+  return fmt::format("{} {}: {}.{}", c.configuration, c.path, c.metric, c.statistic);
+}
+
+// A figure's values as the Markdown table shows them.
+std::string figure_value(const Comparison& c, bool has, double v) {
+  if (!has) return "absent";
+  return c.share ? format_percent(v) + "%" : format_sig3(v);
+}
+
+std::string why_worse(const Comparison& c) {
+  return fmt::format("{}: baseline {}, new {} ({})", verdict_name(c.verdict), figure_value(c, c.has_baseline, c.baseline),
+                     figure_value(c, c.has_new, c.fresh), c.rule);
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // XML 1.0 has no other control characters than tab, LF and CR.
+        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') out += ' ';
+        else out += ch;
+    }
+  }
+  return out;
+}
+
+// A workflow command's data: %, CR and LF are escaped (GitHub's rules).
+std::string github_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '%') out += "%25";
+    else if (ch == '\r') out += "%0D";
+    else if (ch == '\n') out += "%0A";
+    else out += ch;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string check_junit(const CheckResult& r, const std::string& baseline, const std::string& fresh) {
+  std::string cases;
+  for (const auto& c : r.figures) {
+    cases += fmt::format("    <testcase classname=\"{}\" name=\"{}\"", xml_escape(c.configuration + " " + c.path),
+                         xml_escape(figure_name(c)));
+    if (!c.worse) {
+      cases += "/>\n";
+      continue;
+    }
+    cases += fmt::format(">\n      <failure type=\"{}\" message=\"{}\"/>\n    </testcase>\n", verdict_name(c.verdict),
+                         xml_escape(why_worse(c)));
+  }
+  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                     "<testsuites tests=\"{0}\" failures=\"{1}\">\n"
+                     "  <testsuite name=\"chunkinv check {2} against {3}\" tests=\"{0}\" failures=\"{1}\" errors=\"0\">\n"
+                     "{4}  </testsuite>\n</testsuites>\n",
+                     r.figures.size(), r.failing, xml_escape(fresh), xml_escape(baseline), cases);
+}
+
+std::string check_github(const CheckResult& r, const std::string& baseline, const std::string& fresh) {
+  std::string out;
+  for (const auto& c : r.figures)
+    if (c.worse)
+      out += fmt::format("::error title=chunkinv check::{}\n",
+                         github_escape(fmt::format("{} {} ({} against {})", figure_name(c), why_worse(c), fresh, baseline)));
+  out += fmt::format("::notice title=chunkinv check::{}\n", github_escape(fmt::format("{} ({} against {})", check_summary(r), fresh, baseline)));
+  return out;
+}
+
 json check_json(const CheckResult& r, const CheckRules& rules) {
   json figures = json::array();
   for (const auto& c : r.figures) {

@@ -77,6 +77,13 @@ CheckResult compare_reports(const Report& baseline, const Report& fresh, const C
 std::string check_markdown(const CheckResult& r, bool changes_only);
 std::string check_summary(const CheckResult& r);
 nlohmann::json check_json(const CheckResult& r, const CheckRules& rules);
+// JUnit XML, as CI systems read it: a testsuite of one testcase per compared
+// figure (classname the configuration and path, name metric.statistic), a
+// <failure> with the baseline and new value where the figure counts as worse.
+std::string check_junit(const CheckResult& r, const std::string& baseline, const std::string& fresh);
+// GitHub Actions workflow commands: an `::error` line per figure that counts
+// as worse, a `::notice` with the summary.
+std::string check_github(const CheckResult& r, const std::string& baseline, const std::string& fresh);
 
 // The one-sided upper quantile of the standard normal: P(Z > z) = 1 - confidence.
 double normal_quantile(double confidence);

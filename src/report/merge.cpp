@@ -1,6 +1,7 @@
 #include "report/merge.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -151,6 +152,9 @@ Report merge_shards(const std::vector<ShardReport>& shards, const MergeRules& ru
     m.sketch = !per_sample;
     std::map<std::string, SketchState> states;
     std::map<std::string, std::vector<double>> values;
+    // The worst samples of the whole run are the worst of the shards' (report/worst.hpp).
+    std::optional<WorstHeap> worst;
+    if (r0.worst) worst.emplace(r0.worst->by, r0.worst->n);
     for (const ShardInfo& s : info) {
       const ShardReport& sr = *s.from;
       if (sr.report.results.size() != first.results.size())
@@ -168,6 +172,16 @@ Report merge_shards(const std::vector<ShardReport>& shards, const MergeRules& ru
       if (x.per_sample.empty() == per_sample)
         throw UsageError(fmt::format("merge: {} {} per-sample values, {} results[{}] {}", where(sr, e),
                                      per_sample ? "lacks" : "has", info[0].from->path, e, per_sample ? "has" : "does not"));
+      if (worst) {
+        if (!x.worst || x.worst->by != r0.worst->by || x.worst->n != r0.worst->n)
+          throw UsageError(fmt::format("merge: {} {} the worst {} samples by {}, {} results[{}] {}", where(sr, e),
+                                       x.worst ? "keeps other worst samples than" : "lacks", r0.worst->n, r0.worst->by,
+                                       info[0].from->path, e, "keeps them"));
+        worst->add(*x.worst);
+      } else if (x.worst) {
+        throw UsageError(fmt::format("merge: {} has worst samples, {} results[{}] has none", where(sr, e),
+                                     info[0].from->path, e));
+      }
       for (const auto& [name, st] : r0.metrics) {
         const auto it = x.state.find(name);
         if (it == x.state.end() || !x.metrics.count(name))
@@ -191,6 +205,7 @@ Report merge_shards(const std::vector<ShardReport>& shards, const MergeRules& ru
         m.metrics[name] = states[name].stats(flag);
       }
     }
+    if (worst) m.worst = worst->result();
     out.results.push_back(std::move(m));
   }
 

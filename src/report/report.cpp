@@ -214,6 +214,7 @@ json entry_to_json(const ReportEntry& e) {
     for (const auto& [name, s] : e.state) st[name] = state_to_json(s);
     entry["state"] = {{"format", kSketchFormat}, {"metrics", st}};
   }
+  if (e.worst) entry["worst"] = worst_to_json(*e.worst);
   return entry;
 }
 
@@ -304,6 +305,7 @@ ReportEntry entry_from_json(const json& e) {
       throw UsageError(fmt::format("\"state\" holds {} metrics, the entry reports {}; a state covers every metric",
                                    entry.state.size(), entry.metrics.size()));
   }
+  if (e.contains("worst")) entry.worst = worst_from_json(e["worst"], entry.samples);
   return entry;
 }
 

@@ -13,6 +13,7 @@
 #include "core/output_file.hpp"
 #include "metrics/sketch.hpp"
 #include "metrics/stats.hpp"
+#include "report/worst.hpp"
 
 namespace chunkinv {
 
@@ -48,6 +49,8 @@ struct ReportEntry {
   std::map<std::string, std::vector<double>> per_sample;
   // Optional: metric name -> the mergeable state of its values (run --shard, --until).
   std::map<std::string, SketchState> state;
+  // Optional: the N worst samples by a metric (run/score --worst; report/worst.hpp).
+  std::optional<WorstSamples> worst;
 };
 
 // The format of an entry's "state" (docs/report-schema.md).

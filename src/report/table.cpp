@@ -1,9 +1,7 @@
-#include "report/table.hpp"
-
+// The presets: which rows and columns a report's aggregates make, laid out
+// once for every format (report/table.hpp, docs/tables.md).
 #include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -15,568 +13,11 @@
 #include "core/error.hpp"
 #include "metrics/metrics.hpp"
 #include "paths/path.hpp"
+#include "report/table.hpp"
 
 namespace chunkinv {
 
 using nlohmann::json;
-
-// ---------------------------------------------------------------- cells
-
-Cell Cell::of_text(std::string t) {
-  Cell c;
-  c.kind = CellKind::kText;
-  c.text = std::move(t);
-  return c;
-}
-Cell Cell::number(double v) {
-  Cell c;
-  c.kind = CellKind::kNumber;
-  c.value = v;
-  return c;
-}
-Cell Cell::count(double v) {
-  Cell c;
-  c.kind = CellKind::kCount;
-  c.value = v;
-  return c;
-}
-Cell Cell::share(double p) {
-  Cell c;
-  c.kind = CellKind::kShare;
-  c.value = p;
-  return c;
-}
-Cell Cell::share(double p, double low, double high) {
-  Cell c = share(p);
-  c.has_interval = true;
-  c.low = low;
-  c.high = high;
-  return c;
-}
-Cell Cell::power(double exponent) {
-  Cell c;
-  c.kind = CellKind::kPower;
-  c.value = exponent;
-  return c;
-}
-
-// ---------------------------------------------------------------- numbers
-
-std::string format_sig3(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (v == 0) return "0";
-  // Round once to 3 significant digits, then choose the notation from the
-  // rounded exponent (9.996 becomes 10.0, not 9.100e0).
-  const std::string e = fmt::format("{:.2e}", v);  // "-8.80e-07"
-  const size_t epos = e.find('e');
-  const int exponent = std::stoi(e.substr(epos + 1));
-  const std::string mantissa = e.substr(0, epos);
-  if (exponent >= 0 && exponent <= 2) return fmt::format("{:.{}f}", std::stod(mantissa) * std::pow(10.0, exponent), 2 - exponent);
-  return fmt::format("{}e{}", mantissa, exponent);
-}
-
-std::string format_percent(double p) {
-  if (std::isnan(p)) return "nan";
-  const double pct = 100.0 * p;
-  if (pct == 100.0) return "100";
-  if (pct == 0.0) return "0";
-  // 3 significant digits, then more decimals while rounding would claim 100
-  // or 0: a share of 99.96% must not read as "all finite".
-  int decimals = pct >= 100 ? 0 : pct >= 10 ? 1 : pct >= 1 ? 2 : 3;
-  if (pct < 1) decimals = std::max(2, 2 - static_cast<int>(std::floor(std::log10(pct))));
-  std::string s = fmt::format("{:.{}f}", pct, decimals);
-  while (decimals < 12 && ((p < 1 && std::stod(s) >= 100.0) || (p > 0 && std::stod(s) == 0.0))) {
-    s = fmt::format("{:.{}f}", pct, ++decimals);
-  }
-  return s;
-}
-
-std::string format_full(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return fmt::format("{}", v);  // shortest representation that reads back exactly
-}
-
-namespace {
-
-std::string format_count(double v) {
-  if (!std::isfinite(v)) return format_full(v);
-  if (v == std::floor(v) && std::fabs(v) < 9.0e15) return fmt::format("{}", static_cast<long long>(v));
-  return format_sig3(v);
-}
-
-// ---------------------------------------------------------------- formatters
-
-// Each format supplies how a cell, a header and the surrounding rules look;
-// the layout is the table's.
-struct Style {
-  std::function<std::string(const Cell&)> cell;
-  std::function<std::string(const Column&)> header;
-};
-
-std::string md_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-std::string md_cell(const Cell& c) {
-  switch (c.kind) {
-    case CellKind::kEmpty: return "-";
-    case CellKind::kText: return md_escape(c.text);
-    case CellKind::kNumber: return format_sig3(c.value);
-    case CellKind::kCount: return format_count(c.value);
-    case CellKind::kPower: return "L^" + format_count(c.value);
-    case CellKind::kShare:
-      if (!c.has_interval) return format_percent(c.value) + "%";
-      return fmt::format("{}% [{}, {}]", format_percent(c.value), format_percent(c.low), format_percent(c.high));
-  }
-  return "";
-}
-
-std::string latex_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '\\': out += "\\textbackslash{}"; break;
-      case '~': out += "\\textasciitilde{}"; break;
-      case '^': out += "\\textasciicircum{}"; break;
-      case '|': out += "\\textbar{}"; break;
-      case '<': out += "\\textless{}"; break;
-      case '>': out += "\\textgreater{}"; break;
-      case '&': case '%': case '$': case '#': case '_': case '{': case '}':
-        out += '\\';
-        out += c;
-        break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-// Text and powers in LaTeX; numbers go into siunitx S columns (latex_s_cell).
-std::string latex_cell(const Cell& c) {
-  switch (c.kind) {
-    case CellKind::kEmpty: return "--";
-    case CellKind::kText: return latex_escape(c.text);
-    case CellKind::kPower: return "$L^{" + format_count(c.value) + "}$";
-    case CellKind::kNumber: case CellKind::kCount: case CellKind::kShare: break;
-  }
-  return "";
-}
-
-// Text that is a plain decimal number ("-5", "0.01", "1e-3"): an axis value.
-bool plain_number(const std::string& s) {
-  size_t i = s.empty() || s[0] != '-' ? 0 : 1;
-  const size_t digits_from = i;
-  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-  if (i == digits_from) return false;
-  if (i < s.size() && s[i] == '.') {
-    const size_t from = ++i;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-    if (i == from) return false;
-  }
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    if (++i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-    const size_t from = i;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-    if (i == from) return false;
-  }
-  return i == s.size();
-}
-
-// The number an S column parses ("8.80e-7", "15", a share as "94.0", an
-// axis value as given), or "" when the cell holds none (empty, non-finite).
-std::string latex_bare_number(const Cell& c) {
-  std::string s;
-  switch (c.kind) {
-    case CellKind::kNumber: s = format_sig3(c.value); break;
-    case CellKind::kCount: s = format_count(c.value); break;
-    case CellKind::kShare: s = format_percent(c.value); break;
-    case CellKind::kText: return plain_number(c.text) ? c.text : "";
-    default: return "";
-  }
-  return std::isfinite(c.value) ? s : "";
-}
-
-// A cell of an S column: the bare number, or text in braces (siunitx does
-// not parse it): infinity is the symbol, never a number.
-std::string latex_s_cell(const Cell& c) {
-  const std::string bare = latex_bare_number(c);
-  if (!bare.empty()) return bare;
-  if (c.kind == CellKind::kEmpty) return "{--}";
-  if (std::isnan(c.value)) return "{NaN}";
-  return c.value > 0 ? "{$\\infty$}" : "{$-\\infty$}";
-}
-
-// siunitx's table-format that holds every number of a column: sign, integer
-// and decimal digits, exponent ("-3.2e-1" holds -532, 8.80e-7 and 1.33).
-std::string siunitx_format(const std::vector<std::string>& numbers) {
-  size_t ints = 1, decimals = 0, exponent = 0;
-  bool negative = false, negative_exponent = false;
-  for (const auto& s : numbers) {
-    size_t i = 0;
-    if (!s.empty() && s[0] == '-') {
-      negative = true;
-      i = 1;
-    }
-    const size_t e = s.find('e');
-    const std::string mantissa = s.substr(i, e == std::string::npos ? std::string::npos : e - i);
-    const size_t dot = mantissa.find('.');
-    ints = std::max(ints, dot == std::string::npos ? mantissa.size() : dot);
-    if (dot != std::string::npos) decimals = std::max(decimals, mantissa.size() - dot - 1);
-    if (e != std::string::npos) {
-      std::string ex = s.substr(e + 1);
-      if (!ex.empty() && (ex[0] == '-' || ex[0] == '+')) {
-        negative_exponent = negative_exponent || ex[0] == '-';
-        ex.erase(0, 1);
-      }
-      exponent = std::max(exponent, ex.size());
-    }
-  }
-  std::string f = fmt::format("{}{}", negative ? "-" : "", ints);
-  if (decimals > 0) f += fmt::format(".{}", decimals);
-  if (exponent > 0) f += fmt::format("e{}{}", negative_exponent ? "-" : "", exponent);
-  return f;
-}
-
-std::string csv_quote(const std::string& s) {
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
-// CSV is for machines: full precision, shares as fractions, a power as its
-// exponent; a share's interval gets two columns of its own (see csv_columns).
-std::string csv_value(const Cell& c) {
-  switch (c.kind) {
-    case CellKind::kEmpty: return "";
-    case CellKind::kText: return csv_quote(c.text);
-    case CellKind::kNumber: case CellKind::kCount: case CellKind::kShare: case CellKind::kPower:
-      return format_full(c.value);
-  }
-  return "";
-}
-
-// Pads every cell of a column to one width (Markdown reads well raw, too).
-std::vector<size_t> widths(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& body) {
-  std::vector<size_t> w(header.size(), 0);
-  for (size_t j = 0; j < header.size(); ++j) w[j] = header[j].size();
-  for (const auto& row : body) {
-    for (size_t j = 0; j < row.size(); ++j) w[j] = std::max(w[j], row[j].size());
-  }
-  return w;
-}
-
-std::string pad(const std::string& s, size_t width, Align a) {
-  const std::string fill(width > s.size() ? width - s.size() : 0, ' ');
-  return a == Align::kLeft ? s + fill : fill + s;
-}
-
-std::vector<std::vector<std::string>> render_body(const Table& t, const std::function<std::string(const Cell&)>& f) {
-  std::vector<std::vector<std::string>> body;
-  for (const auto& row : t.rows) {
-    std::vector<std::string> r;
-    for (const auto& c : row) r.push_back(f(c));
-    body.push_back(std::move(r));
-  }
-  return body;
-}
-
-void check_shape(const Table& t) {
-  for (const auto& row : t.rows) {
-    if (row.size() != t.columns.size()) throw std::logic_error("table row has the wrong number of cells");
-  }
-}
-
-}  // namespace
-
-std::string to_markdown(const Table& t) {
-  check_shape(t);
-  std::vector<std::string> header;
-  for (const auto& c : t.columns) header.push_back(md_escape(c.group.empty() ? c.header : c.group + ": " + c.header));
-  const auto body = render_body(t, md_cell);
-  auto w = widths(header, body);
-  for (auto& x : w) x = std::max<size_t>(x, 3);
-  std::string out = "|";
-  // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on " " + std::string.
-  for (size_t j = 0; j < header.size(); ++j) {
-    out += ' ';
-    out += pad(header[j], w[j], t.columns[j].align);
-    out += " |";
-  }
-  out += "\n|";
-  for (size_t j = 0; j < header.size(); ++j) {
-    const bool left = t.columns[j].align == Align::kLeft;
-    if (left) out += ':';
-    out += std::string(w[j] + 1, '-');
-    if (!left) out += ':';
-    out += '|';
-  }
-  out += "\n";
-  for (const auto& row : body) {
-    out += "|";
-    for (size_t j = 0; j < row.size(); ++j) {
-      out += ' ';
-      out += pad(row[j], w[j], t.columns[j].align);
-      out += " |";
-    }
-    out += "\n";
-  }
-  return out;
-}
-
-namespace {
-
-// One LaTeX column: a table column, or the interval beside a share.
-struct LatexColumn {
-  size_t source;
-  bool interval;
-  std::string spec;  // S[table-format=...], c, l or r
-};
-
-// A column of numbers (numeric axis values included) is an S column.
-bool numeric_column(const Table& t, size_t j) {
-  bool any = false;
-  for (const auto& row : t.rows) {
-    const Cell& c = row[j];
-    if (c.kind == CellKind::kPower || (c.kind == CellKind::kText && !plain_number(c.text))) return false;
-    any = any || c.kind != CellKind::kEmpty;
-  }
-  return any;
-}
-
-std::string latex_title(const Column& c) { return c.latex_header.empty() ? latex_escape(c.header) : c.latex_header; }
-
-// A header row: spans of LaTeX columns, each a \\multicolumn or its columns
-// left blank, with a \\cmidrule under each span that asks for one.
-struct Span {
-  size_t first, count;
-  std::string text;
-  bool rule;
-};
-
-std::string header_row(const std::vector<Span>& spans) {
-  std::vector<std::string> cells;
-  std::string rules;
-  for (const Span& sp : spans) {
-    if (sp.text.empty()) {
-      cells.insert(cells.end(), sp.count, "");
-      continue;
-    }
-    cells.push_back(sp.count == 1 ? sp.text : fmt::format("\\multicolumn{{{}}}{{c}}{{{}}}", sp.count, sp.text));
-    if (sp.rule) rules += fmt::format("\\cmidrule(lr){{{}-{}}}", sp.first + 1, sp.first + sp.count);
-  }
-  std::string line;
-  for (size_t i = 0; i < cells.size(); ++i) {
-    if (i) line += line.empty() ? "&" : " &";
-    if (!cells[i].empty()) line += (i ? " " : "") + cells[i];
-  }
-  return line + " \\\\\n" + (rules.empty() ? "" : rules + "\n");
-}
-
-}  // namespace
-
-std::string to_latex(const Table& t) {
-  check_shape(t);
-  // Columns: numbers in siunitx S columns aligned on the decimal marker, a
-  // share's interval in a column of its own, text left or right.
-  std::vector<LatexColumn> cols;
-  std::vector<std::vector<size_t>> of_source(t.columns.size());
-  for (size_t j = 0; j < t.columns.size(); ++j) {
-    bool interval = false;
-    for (const auto& row : t.rows) interval = interval || row[j].has_interval;
-    std::string spec = t.columns[j].align == Align::kLeft ? "l" : "r";
-    if (numeric_column(t, j)) {
-      std::vector<std::string> numbers;
-      for (const auto& row : t.rows) {
-        if (const std::string b = latex_bare_number(row[j]); !b.empty()) numbers.push_back(b);
-      }
-      spec = "S[table-format=" + siunitx_format(numbers) + "]";
-    }
-    of_source[j].push_back(cols.size());
-    cols.push_back({j, false, spec});
-    if (interval) {
-      of_source[j].push_back(cols.size());
-      cols.push_back({j, true, "c"});
-    }
-  }
-  const auto braced = [&](size_t lc, const std::string& text) {
-    return cols[lc].spec[0] == 'S' && !text.empty() ? "{" + text + "}" : text;
-  };
-
-  // Header: (1) groups and sample counts, (2) titles, (3) statistics; a
-  // column without a statistic (an axis) has its title on the last line.
-  bool any_stat = false;
-  for (const auto& c : t.columns) any_stat = any_stat || !c.stat.empty();
-  std::string head;
-  {
-    std::vector<Span> spans;
-    bool any = false;
-    for (size_t j = 0; j < t.columns.size();) {
-      size_t k = j;
-      size_t width = 0;
-      while (k < t.columns.size() && t.columns[k].group == t.columns[j].group &&
-             t.columns[k].samples == t.columns[j].samples) {
-        width += of_source[k].size();
-        ++k;
-      }
-      std::string text = latex_escape(t.columns[j].group);
-      if (t.columns[j].samples > 0) text += (text.empty() ? "" : ", ") + fmt::format("$n = {}$", t.columns[j].samples);
-      any = any || !text.empty();
-      spans.push_back({of_source[j].front(), width, text, true});
-      j = k;
-    }
-    if (any) head += header_row(spans);
-  }
-  if (any_stat) {
-    std::vector<Span> spans;
-    for (size_t j = 0; j < t.columns.size();) {
-      size_t k = j + 1, width = of_source[j].size();
-      const std::string title = t.columns[j].stat.empty() ? "" : latex_title(t.columns[j]);
-      while (!title.empty() && k < t.columns.size() && !t.columns[k].stat.empty() &&
-             latex_title(t.columns[k]) == title && t.columns[k].group == t.columns[j].group) {
-        width += of_source[k].size();
-        ++k;
-      }
-      spans.push_back({of_source[j].front(), width, width == 1 ? braced(of_source[j].front(), title) : title, width > 1});
-      j = k;
-    }
-    head += header_row(spans);
-  }
-  {
-    std::vector<Span> spans;
-    for (size_t j = 0; j < t.columns.size(); ++j) {
-      const Column& c = t.columns[j];
-      const std::string text = !any_stat || c.stat.empty() ? latex_title(c) : c.stat;
-      spans.push_back({of_source[j].front(), 1, braced(of_source[j].front(), text), false});
-      if (of_source[j].size() > 1) spans.push_back({of_source[j].back(), 1, "95\\% CI", false});
-    }
-    head += header_row(spans);
-  }
-
-  std::string spec;
-  for (const auto& c : cols) spec += c.spec;
-  std::string out = "\\begin{tabular}{" + spec + "}\n\\toprule\n" + head + "\\midrule\n";
-  for (const auto& row : t.rows) {
-    std::string line;
-    for (size_t lc = 0; lc < cols.size(); ++lc) {
-      const Cell& c = row[cols[lc].source];
-      std::string cell;
-      if (cols[lc].interval) {
-        cell = c.has_interval ? fmt::format("[{}, {}]", format_percent(c.low), format_percent(c.high)) : "";
-      } else {
-        cell = cols[lc].spec[0] == 'S' ? latex_s_cell(c) : latex_cell(c);
-      }
-      line += (lc ? " & " : "") + cell;
-    }
-    out += line + " \\\\\n";
-  }
-  // Needs \usepackage{booktabs} and \usepackage{siunitx}.
-  out += "\\bottomrule\n\\end{tabular}\n";
-  if (t.caption.empty() && t.label.empty()) return out;
-  std::string fl = "\\begin{table}[tbp]\n\\centering\n";
-  if (!t.caption.empty()) fl += "\\caption{" + t.caption + "}\n";
-  if (!t.label.empty()) fl += "\\label{" + t.label + "}\n";
-  return fl + out + "\\end{table}\n";
-}
-
-std::string to_csv(const Table& t) {
-  check_shape(t);
-  // A column holding share intervals gets "<header> low" and "<header> high" beside it.
-  std::vector<bool> interval(t.columns.size(), false);
-  for (const auto& row : t.rows) {
-    for (size_t j = 0; j < row.size(); ++j) interval[j] = interval[j] || row[j].has_interval;
-  }
-  std::string out;
-  auto emit = [&out](const std::vector<std::string>& cells) {
-    for (size_t j = 0; j < cells.size(); ++j) out += (j ? "," : "") + cells[j];
-    out += "\n";
-  };
-  std::vector<std::string> header;
-  for (size_t j = 0; j < t.columns.size(); ++j) {
-    const Column& c = t.columns[j];
-    header.push_back(csv_quote(c.key.empty() ? c.header : c.key));
-    if (interval[j]) {
-      header.push_back(csv_quote(c.interval_key.empty() ? c.header + " low" : c.interval_key + "_low"));
-      header.push_back(csv_quote(c.interval_key.empty() ? c.header + " high" : c.interval_key + "_high"));
-    }
-  }
-  emit(header);
-  for (const auto& row : t.rows) {
-    std::vector<std::string> cells;
-    for (size_t j = 0; j < row.size(); ++j) {
-      cells.push_back(csv_value(row[j]));
-      if (interval[j]) {
-        cells.push_back(row[j].has_interval ? format_full(row[j].low) : "");
-        cells.push_back(row[j].has_interval ? format_full(row[j].high) : "");
-      }
-    }
-    emit(cells);
-  }
-  return out;
-}
-
-TableFormat parse_table_format(const std::string& name) {
-  if (name == "md" || name == "markdown") return TableFormat::kMarkdown;
-  if (name == "latex" || name == "tex") return TableFormat::kLatex;
-  if (name == "csv") return TableFormat::kCsv;
-  const std::string near = nearest(name, {"md", "markdown", "latex", "tex", "csv"});
-  throw UsageError(fmt::format("unknown table format \"{}\"{}; formats: md, latex, csv", name,
-                               near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
-}
-
-std::string format_table(const Table& t, TableFormat f) {
-  switch (f) {
-    case TableFormat::kMarkdown: return to_markdown(t);
-    case TableFormat::kLatex: return to_latex(t);
-    case TableFormat::kCsv: return to_csv(t);
-  }
-  return "";
-}
-
-// ---------------------------------------------------------------- axes
-
-std::string axis_value_text(const json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_integer() || v.is_number_unsigned()) return v.dump();
-  if (v.is_number()) return format_full(v.get<double>());
-  return v.dump();
-}
-
-std::string axes_key(const json& axes) {
-  // nlohmann's objects iterate in key order; numbers are written as doubles
-  // so that an integer and the equal float give one key.
-  std::string key;
-  for (const auto& [k, v] : axes.items()) {
-    key += k + "=";
-    if (v.is_number()) {
-      key += "n:" + format_full(v.get<double>());
-    } else {
-      key += "j:" + v.dump();
-    }
-    key += ";";
-  }
-  return key;
-}
-
-std::string axes_label(const json& axes) {
-  std::string s = axes.contains("family") ? axis_value_text(axes["family"]) : std::string("?");
-  if (axes.contains("chunk")) s += " chunk=" + axis_value_text(axes["chunk"]);
-  for (const auto& [k, v] : axes.items()) {
-    if (k == "family" || k == "chunk" || k == "path") continue;
-    s += " " + k + "=" + axis_value_text(v);
-  }
-  return s;
-}
 
 // ---------------------------------------------------------------- presets
 
@@ -611,8 +52,72 @@ struct ColumnSpec {
   bool interval = false;  // a share with its 95% Wilson interval
 };
 
+// ---------------------------------------------------------------- the legend's words
+
+// A statistic in words.
+std::string stat_words(const std::string& stat) {
+  static const std::map<std::string, std::string> words{
+      {"median", "median over the samples"},
+      {"mean", "mean over the finite samples"},
+      {"p10", "10th percentile over the samples"},
+      {"p90", "90th percentile over the samples"},
+      {"p99", "99th percentile over the samples"},
+      {"p999", "99.9th percentile over the samples"},
+      {"p999999", "99.9999th percentile over the samples"},
+      {"min", "smallest value over the samples"},
+      {"max", "largest value over the samples (the worst sample)"},
+      {"finite_count", "samples whose value is finite"},
+      {"wilson_low", "low end of the share's 95% Wilson interval"},
+      {"wilson_high", "high end of the share's 95% Wilson interval"}};
+  const auto it = words.find(stat);
+  return it == words.end() ? stat : it->second;
+}
+
+// A metric in words: its name, what it measures, and what it tells a
+// kernel author where the article's name alone does not.
+std::string metric_words(const std::string& metric) {
+  static const std::map<std::string, std::string> why{
+      {"l_rel_rmse", "the error of the path's L alone"},
+      {"inv_total_rel_rmse", "the whole error of the inverse the path hands on"},
+      {"inv_method_only_rel_rmse", "the method's error on the path's own L"},
+      {"inv_gold_l_rel_rmse", "the method's own error, run on the exact L: the article's \"INV power\""},
+      {"decay_zeros", "decays exp(G_i - G_j) that underflow to 0"},
+      {"inv_decay_nonfinite", "reciprocal decays exp(G_j) that overflow to inf"},
+      {"gold_l_highest_power", "the highest power of L the Neumann product forms on fp16(gold L)"},
+      {"gold_l_power_max", "the largest |entry| of those powers"}};
+  const MetricInfo* info = find_metric(metric);
+  std::string s = metric;
+  if (info) s += fmt::format(" ({}{})", info->kind == MetricKind::kError ? "relative RMS error, " : "", info->help);
+  if (const auto it = why.find(metric); it != why.end()) s += ": " + it->second;
+  return s;
+}
+
+std::string spec_help(const ColumnSpec& c) {
+  if (c.metric.empty()) return "samples aggregated in the row";
+  if (c.kind == CellKind::kShare) {
+    const MetricInfo* info = find_metric(c.metric);
+    return fmt::format("share of samples with {} = 1{}{}", c.metric, info ? fmt::format(" ({})", info->help) : "",
+                       c.interval ? ", with its 95% Wilson interval" : "");
+  }
+  if (c.kind == CellKind::kPower) return fmt::format("L^p, p the {} of {}", stat_words(c.stat), metric_words(c.metric));
+  return fmt::format("{} of {}", stat_words(c.stat), metric_words(c.metric));
+}
+
+// An axis column's line.
+std::string axis_help(const std::string& axis) {
+  if (axis == "family") return "the input family (run --list-families)";
+  if (axis == "path") return "how L is formed (run --list-paths); gold is the FP64 reference";
+  if (axis == "method") return "the inverse method (run --list-methods)";
+  if (axis == "dim") return "the key dimension d";
+  if (axis == "report") return "the report file the row comes from";
+  if (axis == "metric") return "the metric of the row (run --list-metrics)";
+  if (axis == "chunk") return "the chunk size C, tokens per chunk";
+  return fmt::format("the family's axis {} (run --list-families)", axis);
+}
+
 Column column_of(const ColumnSpec& c) {
   Column col{c.header, Align::kRight, c.title};
+  col.help = spec_help(c);
   if (c.metric.empty()) {
     col.key = "samples";
     col.latex_header = "$n$";
@@ -624,6 +129,26 @@ Column column_of(const ColumnSpec& c) {
   return col;
 }
 
+// A statistic's cell: a quantile of fewer samples than it needs is a mark, not a number.
+Cell stat_cell(const Stats& s, const std::string& stat, uint64_t samples, bool as_count) {
+  if (samples < samples_needed(stat)) return Cell::too_few(double(samples_needed(stat)));
+  const double v = stat_value(s, stat);
+  return as_count ? Cell::count(v) : Cell::number(v);
+}
+
+// The legend's notes a table's cells and rows call for.
+void add_notes(Table& t, bool gold_rows) {
+  bool few = false;
+  for (const auto& row : t.rows)
+    for (const Cell& c : row) few = few || c.kind == CellKind::kTooFew;
+  if (few)
+    t.notes.push_back("n<100, n<1000, ...: a quantile of fewer samples than it needs is not shown (p10 and p90 need "
+                      "10, p99 100, p99.9 1000, p99.9999 10^6: 1/(1-q) samples, else it is the largest values "
+                      "interpolated)");
+  if (gold_rows)
+    t.notes.push_back("path gold: a method on the FP64 gold L; its errors are the method's own, not zero");
+}
+
 Cell fill(const ColumnSpec& c, const ReportEntry& e) {
   if (c.metric.empty()) return Cell::count(static_cast<double>(e.samples));
   const Stats* s = find_stats(e, c.metric);
@@ -632,10 +157,8 @@ Cell fill(const ColumnSpec& c, const ReportEntry& e) {
     return c.interval && s->has_wilson ? Cell::share(s->mean, s->wilson_low, s->wilson_high) : Cell::share(s->mean);
   }
   if (!has_stat(*s, c.stat)) return Cell::empty();
-  const double v = stat_value(*s, c.stat);
-  if (c.kind == CellKind::kCount) return Cell::count(v);
-  if (c.kind == CellKind::kPower) return Cell::power(v);
-  return Cell::number(v);
+  if (c.kind == CellKind::kPower) return Cell::power(stat_value(*s, c.stat));
+  return stat_cell(*s, c.stat, e.samples, c.kind == CellKind::kCount);
 }
 
 struct Preset {
@@ -718,6 +241,7 @@ struct Layout {
   bool show_report = false;
   bool several_reports = false;
   bool method_rows = false;  // Preset::method_rows
+  bool show_chunk = true;    // false where chunk is the pivot's axis
   std::vector<Row> rows;
 
   int family_of(const Row& r) const {
@@ -822,7 +346,7 @@ std::vector<Column> leading_columns(const Layout& l) {
   }
   if (l.show_path) c.push_back({"path", Align::kLeft, "", "path"});
   if (l.show_report) c.push_back({"report", Align::kLeft, "", "report"});
-  c.push_back(chunk_column());
+  if (l.show_chunk) c.push_back(chunk_column());
   if (l.method_rows) c.push_back(method_column());
   return c;
 }
@@ -834,7 +358,7 @@ std::vector<Cell> leading_cells(const Layout& l, const Row& r) {
   }
   if (l.show_path) c.push_back(Cell::of_text(axis_value_text(r.entry->axes["path"])));
   if (l.show_report) c.push_back(Cell::of_text(r.report));
-  c.push_back(chunk_cell(r));
+  if (l.show_chunk) c.push_back(chunk_cell(r));
   if (l.method_rows) c.push_back(axis_cell(r, "method"));
   return c;
 }
@@ -910,7 +434,7 @@ Table full_table(const std::vector<NamedReport>& reports, TableLayout layout) {
         }
         const double v = stat_value(s, stat);
         const bool as_count = stat == "finite_count" || (integral && std::isfinite(v) && v == std::floor(v) && stat != "mean");
-        row.push_back(as_count ? Cell::count(v) : Cell::number(v));
+        row.push_back(stat_cell(s, stat, r.entry->samples, as_count));
       }
       row.push_back(s.has_wilson ? Cell::number(s.wilson_low) : Cell::empty());
       row.push_back(s.has_wilson ? Cell::number(s.wilson_high) : Cell::empty());
@@ -1097,8 +621,91 @@ const std::vector<std::string>& table_presets() {
   return names;
 }
 
-Table build_table(const std::vector<NamedReport>& reports, const std::string& preset, TableLayout layout) {
-  if (preset == "full") return full_table(reports, layout);
+// --columns AXIS: one row per configuration without the axis, and for each
+// of its values (ascending numbers, else in order of appearance) a group of
+// the preset's columns: the paper's "C = 16 | C = 32 | C = 64" layout.
+Table pivot_table(const Layout& l, const Preset& p, const std::string& axis) {
+  std::vector<json> values;
+  for (const auto& r : l.rows) {
+    if (!r.entry->axes.contains(axis)) continue;
+    const json& v = r.entry->axes[axis];
+    if (std::none_of(values.begin(), values.end(), [&](const json& x) { return compare_json_values(x, v) == 0; }))
+      values.push_back(v);
+  }
+  if (values.empty()) {
+    std::set<std::string> names;
+    for (const auto& r : l.rows)
+      for (const auto& [k, v] : r.entry->axes.items()) names.insert(k);
+    throw UsageError(fmt::format("--columns {}: no row of the table has that axis; axes: {}", axis, fmt::join(names, ", ")));
+  }
+  if (std::all_of(values.begin(), values.end(), [](const json& v) { return v.is_number(); }))
+    std::stable_sort(values.begin(), values.end(), [](const json& a, const json& b) { return compare_json_values(a, b) < 0; });
+  Layout lead = l;  // the leading columns, without the axis
+  lead.axis_columns.erase(std::remove(lead.axis_columns.begin(), lead.axis_columns.end(), axis), lead.axis_columns.end());
+  if (axis == "path") lead.show_path = false;
+  if (axis == "chunk") lead.show_chunk = false;
+  if (axis == "method") lead.method_rows = false;
+  const auto config_key = [&](const Row& r) {
+    json a = r.entry->axes;
+    a.erase(axis);
+    return axes_key(a) + "\n" + (l.show_report ? r.report : "");
+  };
+  std::vector<const Row*> configs;
+  std::map<std::string, size_t> index;
+  for (const auto& r : l.rows)
+    if (index.emplace(config_key(r), configs.size()).second) configs.push_back(&r);
+  Table t;
+  t.columns = leading_columns(lead);
+  for (const Row* r : configs) t.rows.push_back(leading_cells(lead, *r));
+  for (const json& v : values) {
+    const std::string text = axis_value_text(v);
+    const std::string group = axis == "path" || axis == "method" ? text : axis + "=" + text;
+    std::vector<const ReportEntry*> at(configs.size(), nullptr);
+    for (const auto& r : l.rows)
+      if (r.entry->axes.contains(axis) && compare_json_values(r.entry->axes[axis], v) == 0)
+        at[index.at(config_key(r))] = r.entry;
+    for (const auto& c : p.columns) {
+      Column col = column_of(c);
+      col.group = group;
+      col.key = axis + "_" + text + "_" + col.key;
+      t.columns.push_back(col);
+      for (size_t i = 0; i < configs.size(); ++i) t.rows[i].push_back(at[i] ? fill(c, *at[i]) : Cell::empty());
+    }
+  }
+  std::vector<std::string> groups;
+  for (const json& v : values)
+    groups.push_back(axis == "path" || axis == "method" ? axis_value_text(v) : axis + "=" + axis_value_text(v));
+  t.notes.push_back(fmt::format("{}: each group of columns holds the row's configuration at that {} (--columns {})",
+                                fmt::join(groups, ", "), axis, axis));
+  return t;
+}
+
+// Every column's legend line (the axes' and counts' where the preset gave none) and the notes.
+Table with_legend(Table t, const Layout& l) {
+  for (Column& c : t.columns) {
+    if (!c.help.empty()) continue;
+    const std::string key = c.key.empty() ? c.header : c.key;
+    const auto& stats = stat_names();
+    if (key == "samples") c.help = "samples aggregated in the row";
+    else if (std::find(stats.begin(), stats.end(), key) != stats.end() || key == "wilson_low" || key == "wilson_high")
+      c.help = stat_words(key) + " of the row's metric";
+    else c.help = axis_help(key);
+  }
+  bool gold_rows = false;
+  for (const auto& r : l.rows)
+    if (r.entry->axes["path"].is_string())
+      if (const PathSpec* p = find_path_or_null(r.entry->axes["path"].get<std::string>()); p && p->reference)
+        gold_rows = gold_rows || axis_value_text(r.entry->axes.value("method", json(""))) != "exact";
+  add_notes(t, gold_rows);
+  return t;
+}
+
+Table build_table(const std::vector<NamedReport>& reports, const std::string& preset, TableLayout layout,
+                  const std::string& columns) {
+  if (preset == "full") {
+    if (!columns.empty()) throw UsageError("--columns does not go with --preset full (a row per metric, a column per statistic)");
+    return with_legend(full_table(reports, layout), lay_out(reports, ""));
+  }
   const auto it = std::find_if(presets().begin(), presets().end(), [&](const Preset& p) { return p.name == preset; });
   if (it == presets().end()) {
     const std::string near = nearest_of(preset, table_presets());
@@ -1107,14 +714,15 @@ Table build_table(const std::vector<NamedReport>& reports, const std::string& pr
                                  fmt::join(table_presets(), ", ")));
   }
   const Layout l = lay_out(reports, it->required_metric, it->approximate_paths_only, it->method_rows);
+  if (!columns.empty()) return with_legend(pivot_table(l, *it, columns), l);
   switch (layout) {
-    case TableLayout::kRows: return rows_table(l, *it);
-    case TableLayout::kTidy: return tidy_table(l, *it);
+    case TableLayout::kRows: return with_legend(rows_table(l, *it), l);
+    case TableLayout::kTidy: return with_legend(tidy_table(l, *it), l);
     case TableLayout::kColumnGroups:
-      if (auto t = grouped_table(l, *it)) return *t;
-      return rows_table_with_samples(l, *it);
+      if (auto t = grouped_table(l, *it)) return with_legend(*t, l);
+      return with_legend(rows_table_with_samples(l, *it), l);
   }
-  return rows_table(l, *it);
+  return with_legend(rows_table(l, *it), l);
 }
 
 }  // namespace chunkinv

@@ -24,6 +24,7 @@ enum class CellKind {
   kCount,   // a non-negative integer
   kShare,   // a share in [0,1], shown as a percentage, optionally with an interval
   kPower,   // the exponent p of a matrix power L^p
+  kTooFew,  // a quantile the sample count does not support; value: the samples it needs
 };
 
 struct Cell {
@@ -40,7 +41,14 @@ struct Cell {
   static Cell share(double p);
   static Cell share(double p, double low, double high);
   static Cell power(double exponent);
+  static Cell too_few(double needed);
 };
+
+// The samples a quantile needs to be more than the extreme values
+// interpolated: 1/(1-q) for an upper one (p99: 100, p99.9: 1000,
+// p99.9999: 10^6), 1/q for a lower one (p10: 10); 1 for every other statistic.
+// Tables show "n<100" instead of a quantile of fewer samples.
+uint64_t samples_needed(const std::string& stat);
 
 struct Column {
   std::string header;
@@ -60,6 +68,8 @@ struct Column {
   // CSV names of a share's interval: `<interval_key>_low`, `_high`
   // (empty: "<header> low", "<header> high").
   std::string interval_key{};
+  // The legend's line for the column: what it shows, in words.
+  std::string help{};
 };
 
 struct Table {
@@ -68,6 +78,8 @@ struct Table {
   // LaTeX only: with either, the tabular goes into a table float with
   // \caption (verbatim LaTeX) and \label.
   std::string caption, label;
+  // Legend lines beyond the columns' (a mark a cell uses, the pivot).
+  std::vector<std::string> notes;
 };
 
 enum class TableFormat { kMarkdown, kLatex, kCsv };
@@ -91,6 +103,12 @@ std::string to_markdown(const Table& t);
 std::string to_latex(const Table& t);
 std::string to_csv(const Table& t);
 std::string format_table(const Table& t, TableFormat f);
+// The legend under a table: one line per column (each header once), then
+// the notes. Markdown a list, LaTeX `%` comments, CSV `#` lines.
+std::string format_legend(const Table& t, TableFormat f);
+// Whether to print a legend: --legend, --no-legend, else when stdout is a
+// terminal and the table goes there.
+bool want_legend(bool legend, bool no_legend, bool to_stdout);
 
 // Shared number rendering (also used by `check`): 3 significant digits,
 // fixed notation in [1, 1000), otherwise `8.80e-7`; "inf", "-inf", "nan"; "0".
@@ -123,7 +141,10 @@ const std::vector<std::string>& table_presets();
 // Lays out `reports` with preset `preset` (UsageError with the nearest valid
 // name if unknown). Rows are grouped by family, then the other axes, then
 // path, then chunk; in kRows, axis columns appear only where values differ.
+// `columns` names an axis whose values become groups of columns (a pivot:
+// one row per configuration without it, docs/tables.md); UsageError when
+// no entry has that axis.
 Table build_table(const std::vector<NamedReport>& reports, const std::string& preset,
-                  TableLayout layout = TableLayout::kRows);
+                  TableLayout layout = TableLayout::kRows, const std::string& columns = "");
 
 }  // namespace chunkinv
