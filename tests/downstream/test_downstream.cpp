@@ -112,7 +112,7 @@ TEST(Downstream, StatePropagationMatchesFiniteDifferences) {
 }
 
 // Streamed over blocks of rows, rel_rmse is SPEC §3's of the whole matrix.
-TEST(Downstream, StreamedRelRmseIsTheWholeMatrixs) {
+TEST(Downstream, StreamedRelRmseEqualsTheWholeMatrix) {
   const SeqConfig c = config("model_like", 256, 16, 8, 8);
   const Sequence s = find_source(c.family).make(c, 0, 0);
   const Trace ref = recurrent_forward(s, 16, default_scale(s));
