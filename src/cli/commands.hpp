@@ -24,6 +24,7 @@ void set_merge_command(CLI::App& app);
 void set_inspect_command(CLI::App& app);
 void set_search_command(CLI::App& app);
 void set_score_command(CLI::App& app);
+void set_seq_command(CLI::App& app);
 void set_calibrate_command(CLI::App& app);  // hidden: calibrate-decay
 
 }  // namespace chunkinv::cli

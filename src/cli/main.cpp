@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   cli::set_inspect_command(app);
   cli::set_search_command(app);
   cli::set_score_command(app);
+  cli::set_seq_command(app);
   cli::set_calibrate_command(app);
   int status = 0;
   try {

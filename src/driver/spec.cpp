@@ -338,6 +338,12 @@ void apply_axis(ExperimentSpec& spec, const std::string& assignment) {
   if (!is_common_axis(name)) spec.cli_axes.insert(name);
 }
 
+json parse_axis_value(const std::string& name, const std::string& text) {
+  const json value = parse_value(name, text);
+  check_axis_value(name, value, "");
+  return value;
+}
+
 std::vector<Point> expand(const ExperimentSpec& spec) {
   if (spec.grids.empty())
     throw UsageError("nothing to run: give a config file, axes (-a name=value) or --inputs");

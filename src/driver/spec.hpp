@@ -45,6 +45,9 @@ ExperimentSpec parse_config(std::string_view text, const std::string& file);
 // Unbalanced brackets, empty items, a range of other than 2 or 3 numbers,
 // or one longer than the configuration limit are UsageErrors.
 void apply_axis(ExperimentSpec& spec, const std::string& assignment);
+// The value of an assignment (the text after '=') as apply_axis reads it:
+// a value, a list or a range; for commands with axes of their own (seq).
+nlohmann::json parse_axis_value(const std::string& name, const std::string& text);
 // The points of the spec: per grid the Cartesian product (family outermost,
 // method innermost), each configuration validated and completed by its
 // family; parameters a family does not take are dropped; duplicates

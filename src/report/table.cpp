@@ -216,6 +216,20 @@ const std::vector<Preset>& presets() {
     // Choosing an inverse (docs/tables.md): on the path's L and on the exact L.
     // The far tail (p99.9) beside p99: which method fails one chunk in a thousand.
     v.push_back({"methods", inv, {total_median, total_p99, total_p999, finite, power_median, power_p999}, true, true});
+    // What the inverse does to the layer (chunkinv seq, docs/downstream.md): o's error, its inverse-only
+    // and storage parts, the final state's, the state's worst and its growth per chunk.
+    v.push_back({"downstream", "o_rel_rmse",
+                 {{"Samples", "", "", "", CellKind::kCount},
+                  {"o finite", "", "o_finite", "mean", CellKind::kShare},
+                  {"o median", "$o$", "o_rel_rmse", "median"},
+                  {"o p99", "$o$ p99", "o_rel_rmse", "p99"},
+                  {"Inverse only median", "Inverse only", "o_rel_rmse_inverse_only", "median"},
+                  {"Storage median", "Storage", "o_rel_rmse_storage", "median"},
+                  {"Inverse share median", "Inverse share", "o_inverse_share", "median"},
+                  {"ht median", "$h_T$", "ht_rel_rmse", "median"},
+                  {"State max median", "State max", "state_rel_rmse_max", "median"},
+                  {"Growth per chunk median", "Growth per chunk", "state_growth_per_chunk", "median"}},
+                 false, true});
     return v;
   }();
   return p;

@@ -1,0 +1,179 @@
+// chunkinv seq: what an inverse's error does to the layer's output and
+// state (docs/downstream.md). Sequences from a family, their chunks'
+// inverses from every path x method, the chunked forward as the kernels
+// compute it scored against the FP64 token recurrence, into a standard
+// report (`table --preset downstream`, `check`, `merge`).
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/meta.hpp"
+#include "core/error.hpp"
+#include "core/json_read.hpp"
+#include "core/output_file.hpp"
+#include "downstream/experiment.hpp"
+#include "downstream/storage.hpp"
+#include "driver/spec.hpp"
+#include "report/report.hpp"
+#include "report/table.hpp"
+
+namespace chunkinv::cli {
+namespace {
+
+using json = nlohmann::json;
+
+struct SeqArgs {
+  std::string config, paths, output, table_format = "md", inputs, candidate;
+  std::vector<std::string> axes;
+  std::optional<uint64_t> samples, seed;
+  int threads = 0;
+  bool per_sample = false, quiet = false, list_families = false, list_storage = false;
+};
+
+// A config: {"axes": {axis: value or list}, "samples": n, "seed": s, "paths": "gold,emulated"}.
+json read_seq_config(const std::string& file, SeqArgs& a, std::string& paths) {
+  const std::string what = "config " + file;
+  const json j = parse_json_strict(read_text_file(file, config_source(what)), what);
+  if (!j.is_object()) throw UsageError(what + ": must be an object with \"axes\"");
+  for (const auto& [k, v] : j.items()) {
+    if (k == "axes") continue;
+    if (k == "samples" || k == "seed") {
+      if (!v.is_number_unsigned()) throw UsageError(fmt::format("{}: \"{}\" must be a whole number >= 0", what, k));
+      (k == "samples" ? a.samples : a.seed) = v.get<uint64_t>();  // the command line's, when given, win after
+    } else if (k == "paths") {
+      if (!v.is_string()) throw UsageError(what + ": \"paths\" must be a string (e.g. \"gold,emulated\")");
+      paths = v.get<std::string>();
+    } else {
+      const std::string near = nearest(k, {"axes", "samples", "seed", "paths"});
+      throw UsageError(fmt::format("{}: unknown key \"{}\"{}", what, k, near.empty() ? "" : " (did you mean \"" + near + "\"?)"));
+    }
+  }
+  if (!j.contains("axes") || !j["axes"].is_object()) throw UsageError(what + ": \"axes\" is missing or not an object");
+  return j["axes"];  // each value checked where the grid is expanded
+}
+
+void list_families() {
+  for (const auto& n : source_names()) {
+    const SequenceSource& s = find_source(n);
+    std::cout << n << ": " << s.description() << "\n";
+    for (const auto& p : s.params())
+      std::cout << "  " << p.name << " (default " << (p.default_value.is_null() ? "none" : p.default_value.dump())
+                << "): " << p.help << "\n";
+  }
+}
+
+void seq(SeqArgs a) {
+  if (a.list_families) return list_families();
+  if (a.list_storage) {
+    for (const auto& n : storage_names()) std::cout << n << ": " << find_storage(n).models << "\n";
+    return;
+  }
+  const TableFormat format = parse_table_format(a.table_format);
+  std::string paths_text = "gold,emulated";
+  json axes = json::object();
+  const std::optional<uint64_t> cli_samples = a.samples, cli_seed = a.seed;
+  if (!a.config.empty()) axes = read_seq_config(a.config, a, paths_text);
+  if (cli_samples) a.samples = cli_samples;
+  if (cli_seed) a.seed = cli_seed;
+  if (!a.paths.empty()) paths_text = a.paths;
+  for (const auto& ax : a.axes) {
+    const size_t eq = ax.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UsageError(fmt::format("axis \"{}\" must be name=value or name=[v1,v2,...]", ax));
+    axes[ax.substr(0, eq)] = parse_axis_value(ax.substr(0, eq), ax.substr(eq + 1));
+  }
+  const uint64_t samples = a.samples.value_or(4);
+  if (samples < 1 || samples > 1'000'000) throw UsageError(fmt::format("--samples {} is outside 1..10^6", samples));
+  if (!a.candidate.empty() && a.inputs.empty()) throw UsageError("seq --candidate needs --inputs (the sequences it ran on)");
+  std::shared_ptr<const SequenceSet> set;
+  if (!a.inputs.empty()) set = std::make_shared<const SequenceSet>(load_sequences(a.inputs));
+  const std::vector<SeqGroup> groups = set ? expand_inputs(set, axes) : expand_sequences(axes);
+  std::optional<CandidateOutputs> candidate;
+  if (!a.candidate.empty()) candidate = load_candidate_outputs(a.candidate, *set);
+  const std::vector<PathChoice> paths = parse_paths(paths_text);
+  std::optional<OutputFile> out;
+  if (!a.output.empty()) {
+    out.emplace(a.output);
+    std::vector<std::string> read;
+    for (const std::string* f : {&a.config, &a.inputs, &a.candidate})
+      if (!f->empty()) read.push_back(*f);
+    out->refuse_overwriting(read);
+  }
+  SeqRunOptions opt;
+  opt.samples = samples;
+  opt.seed = a.seed.value_or(0);
+  opt.threads = a.threads;
+  opt.per_sample = a.per_sample;
+  const std::string started = utc_now();
+  SeqRunResult result;
+  if (candidate) {
+    // The kernel's own outputs: one method (the arithmetic it implements), no path runs.
+    const std::string method = axes.contains("method") && axes["method"].is_string() ? axes["method"].get<std::string>()
+                                                                                      : "neumann";
+    result.entries = score_candidates(groups, *candidate, parse_method(method).label());
+  } else {
+    result = run_sequences(groups, paths, opt);
+  }
+  if (!a.quiet)
+    for (const auto& why : result.skipped) std::fprintf(stderr, "skipped: %s\n", why.c_str());
+  if (result.entries.empty()) throw UsageError("seq: no path runs any method of these configurations (see skipped)");
+  Report report;
+  report.results = std::move(result.entries);
+  report.meta = make_meta(paths, opt.threads, started);
+  if (!result.skipped.empty()) report.meta["skipped"] = result.skipped;
+  report.meta["experiment"] = a.config.empty() ? "seq" : a.config;
+  report.meta["seed"] = set ? 0 : opt.seed;
+  report.meta["samples"] = set ? set->sequences.size() : samples;
+  if (set) report.meta["inputs"] = a.inputs;
+  if (candidate) report.meta["candidate"] = {{"file", a.candidate}, {"inputs", a.inputs}, {"holds", candidate->ht.empty() ? json{"o"} : json{"o", "ht"}}};
+  json storage = json::object();
+  for (const auto& g : groups) storage[g.config.storage] = std::string(find_storage(g.config.storage).models);
+  report.meta["downstream"] = {
+      {"reference", "the FP64 token recurrence (fla's naive_recurrent_kda): S_t = diag(exp(g_t)) S_{t-1}; "
+                    "S_t += beta_t k_t (v_t - S_t^T k_t)^T; o_t = scale S_t^T q_t"},
+      {"scale", "K^-1/2"},
+      {"decomposition", "total: the path's inverse and the preset's storage; inverse_only: the path's inverse, "
+                        "everything else FP64; storage: the exact inverse and the preset's storage"},
+      {"storage", storage}};
+  if (out) out->commit(report_to_json(report).dump(1) + "\n");
+  if (!out || !out->to_stdout()) {
+    if (!a.quiet) std::cout << format_table(build_table({{a.output.empty() ? "seq" : a.output, report}}, "downstream"), format);
+  }
+  if (out && !out->to_stdout() && !a.quiet) std::fprintf(stderr, "report written to %s\n", out->path().c_str());
+}
+
+}  // namespace
+
+void set_seq_command(CLI::App& app) {
+  auto args = std::make_shared<SeqArgs>();
+  auto* cmd = app.add_subcommand(
+      "seq", "Sequences: what each path x method's inverse does to the layer's output o and state, against the FP64 "
+             "recurrence, split into the inverse's share and the storage's (docs/downstream.md)");
+  cmd->add_option("config", args->config, "a downstream config: {\"axes\": {...}, \"samples\", \"seed\", \"paths\"}")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-a,--axis", args->axes,
+                  "family, seq_len, chunk, dim (K), value_dim (V), storage, window, initial_state, method, and the "
+                  "family's own: name=value, name=[v1,v2], name=[start:stop:step]");
+  cmd->add_option("--samples", args->samples, "sequences per configuration, 1 to 10^6 (default: the config's, else 4)");
+  cmd->add_option("--seed", args->seed, "seed (default: the config's, else 0)");
+  cmd->add_option("--inputs", args->inputs,
+                  "sequences in fla's layout: q, k [B,T,H,K], v [B,T,H,V], g [B,T,H] or [B,T,H,K], beta [B,T,H], "
+                  "optional initial_state [N,H,K,V] and cu_seqlens (a directory of .npy, an .npz or a .safetensors)");
+  cmd->add_option("--candidate", args->candidate,
+                  "a kernel's outputs on --inputs: o [B,T,H,V], optional ht (or final_state) [N,H,K,V]; scored "
+                  "against the FP64 recurrence as path candidate (-a method=M names its arithmetic)");
+  cmd->add_option("--paths", args->paths, "the paths whose inverses run (default gold,emulated)");
+  cmd->add_option("-o,--output", args->output, "write the JSON report here (atomically)");
+  cmd->add_option("--format", args->table_format, "summary table format: md, latex, csv");
+  cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
+  cmd->add_flag("--per-sample", args->per_sample, "keep every sequence's metric values in the report");
+  cmd->add_flag("-q,--quiet", args->quiet, "print nothing but errors");
+  cmd->add_flag("--list-families", args->list_families, "list the sequence families and their axes");
+  cmd->add_flag("--list-storage", args->list_storage, "list the storage presets and what they model");
+  cmd->callback([args] { seq(*args); });
+}
+
+}  // namespace chunkinv::cli

@@ -1,0 +1,353 @@
+#include "downstream/experiment.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/thread_pool.hpp"
+#include "downstream/forward.hpp"
+#include "downstream/scores.hpp"
+#include "downstream/storage.hpp"
+#include "metrics/stats.hpp"
+#include "paths/gold/gold.hpp"
+
+namespace chunkinv {
+namespace {
+
+using json = nlohmann::json;
+
+int int_axis(const std::string& name, const json& v) {
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() != std::floor(v.get<double>()) ||
+      std::fabs(v.get<double>()) > 1e9)
+    throw UsageError(fmt::format("axis {} = {} must be a whole number", name, v.dump()));
+  return static_cast<int>(v.get<double>());
+}
+
+std::string string_axis(const std::string& name, const json& v) {
+  if (!v.is_string()) throw UsageError(fmt::format("axis {} = {} must be a string", name, v.dump()));
+  return v.get<std::string>();
+}
+
+void set_axis(SeqConfig& c, const std::string& name, const json& v) {
+  if (name == "family") c.family = string_axis(name, v);
+  else if (name == "chunk") c.chunk = int_axis(name, v);
+  else if (name == "dim") c.dim = int_axis(name, v);
+  else if (name == "value_dim") c.value_dim = int_axis(name, v);
+  else if (name == "seq_len") c.seq_len = int_axis(name, v);
+  else if (name == "window") c.window = int_axis(name, v);
+  else if (name == "storage") c.storage = string_axis(name, v);
+  else if (name == "initial_state") c.initial_state = string_axis(name, v);
+  else c.params[name] = v;  // the family's own (complete() drops what it does not take)
+}
+
+std::vector<json> values_of(const json& v) { return v.is_array() ? std::vector<json>(v.begin(), v.end()) : std::vector<json>{v}; }
+
+bool channel_gates(const SeqConfig& c) { return c.params.value("gating", json()) == "channel"; }
+
+}  // namespace
+
+namespace {
+
+// What every configuration must be, whatever its sequences' source.
+void validate_common(const SeqConfig& c) {
+  if (c.chunk < 2 || c.chunk > 64) throw UsageError(fmt::format("axis chunk = {} is outside 2..64", c.chunk));
+  if (c.seq_len < 1 || c.seq_len > kMaxSeqLen)
+    throw UsageError(fmt::format("axis seq_len = {} is outside 1..{}", c.seq_len, kMaxSeqLen));
+  if (c.seq_len % c.chunk != 0)
+    throw UsageError(fmt::format("axis seq_len = {} is not a whole number of chunks of {} tokens", c.seq_len, c.chunk));
+  if (c.dim < 1 || c.dim > 512) throw UsageError(fmt::format("axis dim = {} is outside 1..512", c.dim));
+  if (c.value_dim < 1 || c.value_dim > 512)
+    throw UsageError(fmt::format("axis value_dim = {} is outside 1..512", c.value_dim));
+  if (c.window < 0 || c.window > c.seq_len || (c.window > 0 && c.seq_len % c.window != 0))
+    throw UsageError(fmt::format("axis window = {} must divide seq_len = {} (0: seq_len / 16)", c.window, c.seq_len));
+  const StoragePreset& p = find_storage(c.storage);
+  if (p.per_token_only && channel_gates(c))
+    throw UsageError(fmt::format("axis storage = {} takes per-token gates only (chunk_gated_delta_rule's g is [B, T, H]); "
+                                 "use fla_chunk_kda for gating=channel", c.storage));
+  if (c.initial_state != "zero" && c.initial_state != "random")
+    throw UsageError(fmt::format("axis initial_state = \"{}\" must be \"zero\" or \"random\"", c.initial_state));
+}
+
+}  // namespace
+
+void validate_sequence_config(const SeqConfig& c) {
+  const SequenceSource& src = find_source(c.family);
+  validate_common(c);
+  src.validate(c);
+}
+
+std::vector<SeqGroup> expand_inputs(std::shared_ptr<const SequenceSet> set, const json& axes) {
+  for (const auto& [name, v] : axes.items())
+    if (name != "chunk" && name != "storage" && name != "window" && name != "method")
+      throw UsageError(fmt::format("axis {} is not for --inputs: the sequences are the file's (axes: chunk, storage, "
+                                   "window, method)", name));
+  const Sequence& first = set->sequences.front();
+  int longest = 0;
+  for (const Sequence& s : set->sequences) longest = std::max(longest, s.tokens);
+  std::vector<Method> methods;
+  for (const json& m : axes.contains("method") ? values_of(axes["method"]) : std::vector<json>{"neumann"}) {
+    Method parsed = parse_method(string_axis("method", m));
+    if (std::find(methods.begin(), methods.end(), parsed) == methods.end()) methods.push_back(std::move(parsed));
+  }
+  std::vector<SeqGroup> groups;
+  for (const json& chunk : axes.contains("chunk") ? values_of(axes["chunk"]) : std::vector<json>{64})
+    for (const json& storage : axes.contains("storage") ? values_of(axes["storage"]) : std::vector<json>{"fla_chunk_kda"})
+      for (const json& window : axes.contains("window") ? values_of(axes["window"]) : std::vector<json>{0}) {
+        SeqConfig c;
+        c.family = "inputs";
+        c.params = {{"inputs", set->source}};
+        if (first.gating == Gating::kChannel) c.params["gating"] = "channel";
+        c.chunk = int_axis("chunk", chunk);
+        c.storage = string_axis("storage", storage);
+        c.window = set->same_length() ? int_axis("window", window) : 0;
+        c.dim = first.key_dim;
+        c.value_dim = first.value_dim;
+        c.seq_len = longest;
+        c.initial_state = first.h0.empty() ? "zero" : "given";
+        for (size_t i = 0; i < set->sequences.size(); ++i)
+          if (c.chunk > 0 && set->sequences[i].tokens % c.chunk != 0)
+            throw UsageError(fmt::format("inputs {}: sequence {} (head {}) has {} tokens, not a whole number of chunks of {}",
+                                         set->source, i / set->heads, i % set->heads, set->sequences[i].tokens, c.chunk));
+        SeqConfig checked = c;
+        checked.initial_state = "zero";  // "given": the file's
+        validate_common(checked);
+        groups.push_back({c, methods, set});
+      }
+  return groups;
+}
+
+std::vector<SeqGroup> expand_sequences(const json& axes) {
+  if (!axes.is_object()) throw UsageError("the axes must be an object of axis -> value or list of values");
+  // Every axis must be one of the sequence's or a parameter of a family of the grid.
+  const std::vector<json> families = axes.contains("family") ? values_of(axes["family"]) : std::vector<json>{"model_like"};
+  std::vector<std::string> known = sequence_axes();
+  for (const json& f : families)
+    for (const FamilyParam& p : find_source(string_axis("family", f)).params()) known.push_back(p.name);
+  for (const auto& [name, v] : axes.items()) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    const std::string near = nearest_of(name, known);
+    throw UsageError(near.empty() ? fmt::format("axis {} is taken by no family of the grid", name)
+                                  : fmt::format("axis {} is taken by no family of the grid (did you mean \"{}\"?)", name, near));
+  }
+  std::vector<Method> methods;
+  for (const json& m : axes.contains("method") ? values_of(axes["method"]) : std::vector<json>{"neumann"}) {
+    Method parsed = parse_method(string_axis("method", m));
+    if (std::find(methods.begin(), methods.end(), parsed) == methods.end()) methods.push_back(std::move(parsed));
+  }
+  // The Cartesian product, family outermost, then the other axes by name.
+  std::vector<std::pair<std::string, std::vector<json>>> dims{{"family", families}};
+  for (const auto& [name, v] : axes.items())
+    if (name != "family" && name != "method") dims.emplace_back(name, values_of(v));
+  std::vector<SeqGroup> groups;
+  std::vector<size_t> at(dims.size(), 0);
+  for (;;) {
+    SeqConfig c;
+    for (size_t d = 0; d < dims.size(); ++d) set_axis(c, dims[d].first, dims[d].second[at[d]]);
+    complete(c);
+    validate_sequence_config(c);
+    if (std::none_of(groups.begin(), groups.end(), [&](const SeqGroup& g) { return g.config.axes() == c.axes(); }))
+      groups.push_back({c, methods, nullptr});
+    size_t d = dims.size();
+    while (d > 0 && ++at[d - 1] == dims[d - 1].second.size()) at[--d] = 0;
+    if (d == 0) break;
+  }
+  return groups;
+}
+
+namespace {
+
+struct Task {
+  size_t path = 0;    // index into the run's paths
+  size_t method = 0;  // index into that path's methods
+  Method m;
+};
+
+// The chunks' inverses come in blocks of about this many tokens: memory
+// O(block), never O(T), whatever the chunk.
+constexpr int kBlockTokens = 4096;
+
+// One sequence: every task's values (downstream_metrics(), then the windows).
+std::vector<std::vector<double>> run_one(const Sequence& s, const SeqConfig& cfg, int window, const std::vector<Task>& tasks,
+                                         const std::vector<std::vector<const Method*>>& path_methods,
+                                         std::vector<std::unique_ptr<Path>>& paths, ThreadPool& pool) {
+  const int C = cfg.chunk, N = s.chunks(C);
+  const double scale = default_scale(s);
+  const StoragePreset& preset = find_storage(cfg.storage);
+  // Variant 0: the exact inverse with the preset's storage; then per task
+  // its total (preset) and its inverse only (FP64).
+  const size_t nv = 1 + 2 * tasks.size();
+  std::vector<ChunkedForward> forwards;
+  std::vector<VariantScore> scores(nv, VariantScore(s.tokens, window));
+  forwards.reserve(nv);
+  forwards.emplace_back(s, C, preset, scale);
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    forwards.emplace_back(s, C, preset, scale);
+    forwards.emplace_back(s, C, fp64_storage(), scale);
+  }
+  Recurrence ref(s, scale);
+  Mat ref_rows;
+  std::vector<Mat> rows(nv);
+  const int block = std::max(1, std::min(N, kBlockTokens / C));
+  std::vector<std::vector<PathOutput>> outs(paths.size());
+  for (int b0 = 0; b0 < N; b0 += block) {
+    const int nb = std::min(block, N - b0);
+    std::vector<Sample> chunks(nb);
+    std::vector<GoldOutput> gold(nb);
+    pool.parallel_for(nb, [&](size_t j) {
+      chunks[j] = chunk_sample(s, C, b0 + static_cast<int>(j));
+      gold[j] = compute_gold(chunks[j]);
+    });
+    for (size_t p = 0; p < paths.size(); ++p) {
+      if (path_methods[p].empty()) continue;
+      outs[p].assign(path_methods[p].size() * nb, PathOutput{});
+      paths[p]->run_batch(Batch{chunks, gold, static_cast<uint64_t>(b0)}, path_methods[p], outs[p], pool, false);
+    }
+    for (int j = 0; j < nb; ++j) {
+      const int n = b0 + j;
+      ref.advance(n * C, C, ref_rows);
+      pool.parallel_for(nv, [&](size_t v) {
+        const Mat& inverse =
+            v == 0 ? gold[j].inv : outs[tasks[(v - 1) / 2].path][tasks[(v - 1) / 2].method * nb + j].on_path_l.inv;
+        forwards[v].advance(n, inverse, rows[v]);
+        scores[v].add_rows(n * C, rows[v], ref_rows);
+        scores[v].add_boundary(forwards[v].state(), ref.state());
+      });
+    }
+  }
+  for (size_t v = 0; v < nv; ++v) scores[v].set_final(forwards[v].final_state(), ref.state());
+  std::vector<std::vector<double>> values(tasks.size());
+  for (size_t t = 0; t < tasks.size(); ++t)
+    values[t] = evaluate_downstream(scores[1 + 2 * t], scores[2 + 2 * t], scores[0], s.tokens);
+  return values;
+}
+
+}  // namespace
+
+VariantScore score_candidate(const Sequence& s, int window, const Mat& o, const Mat* ht) {
+  if (o.rows() != s.tokens || o.cols() != s.value_dim)
+    throw UsageError(fmt::format("candidate o is {} x {}, the sequence's is {} x {}", o.rows(), o.cols(), s.tokens, s.value_dim));
+  if (ht && (ht->rows() != s.key_dim || ht->cols() != s.value_dim))
+    throw UsageError(fmt::format("candidate ht is {} x {}, the state's is {} x {}", ht->rows(), ht->cols(), s.key_dim,
+                                 s.value_dim));
+  Recurrence ref(s, default_scale(s));
+  Mat ref_o;
+  ref.advance(0, s.tokens, ref_o);
+  VariantScore score(s.tokens, window);
+  score.add_rows(0, o, ref_o);
+  if (ht) score.set_final(*ht, ref.state());
+  return score;
+}
+
+namespace {
+
+// The metric names and infos of a group's entries: the table, then its windows.
+void entry_metrics(const SeqGroup& g, std::vector<std::string>& names, std::vector<MetricInfo>& infos) {
+  infos.assign(downstream_metrics().begin(), downstream_metrics().end());
+  names.clear();
+  for (const MetricInfo& m : infos) names.emplace_back(m.name);
+  const bool one_length = !g.inputs || g.inputs->same_length();
+  const int window = one_length ? g.config.window_or_default() : g.config.seq_len;
+  for (int w = 0; w < (one_length ? g.config.seq_len / window : 1); ++w) {
+    names.push_back(window_metric_name(w * window));
+    infos.push_back(window_metric_info());
+  }
+}
+
+// A sequence's window: the configuration's, or the whole sequence where the
+// inputs' sequences differ in length.
+int window_of(const SeqGroup& g, const Sequence& s) {
+  return !g.inputs || g.inputs->same_length() ? g.config.window_or_default() : s.tokens;
+}
+
+ReportEntry entry_of(const SeqGroup& g, const std::string& path, const std::string& method, uint64_t seed,
+                     const std::vector<std::string>& names, const std::vector<MetricInfo>& infos,
+                     const std::vector<std::vector<double>>& values, bool per_sample) {
+  ReportEntry e;
+  e.axes = g.config.axes();
+  e.axes["path"] = path;
+  e.axes["method"] = method;
+  e.samples = values.front().size();
+  e.seed = seed;
+  for (size_t k = 0; k < names.size(); ++k) {
+    if (values[k].empty()) continue;  // a metric the entry does not have (a candidate without ht)
+    if (per_sample) e.per_sample[names[k]] = values[k];
+    std::vector<double> sorted = values[k];
+    e.metrics[names[k]] = aggregate(sorted, infos[k].kind == MetricKind::kFlag);
+  }
+  return e;
+}
+
+}  // namespace
+
+std::vector<ReportEntry> score_candidates(const std::vector<SeqGroup>& groups, const CandidateOutputs& outputs,
+                                          const std::string& method) {
+  std::vector<ReportEntry> entries;
+  for (const SeqGroup& g : groups) {
+    std::vector<std::string> names;
+    std::vector<MetricInfo> infos;
+    entry_metrics(g, names, infos);
+    std::vector<std::vector<double>> values(names.size());
+    const auto put = [&](const char* name, double v) {
+      values[std::find(names.begin(), names.end(), name) - names.begin()].push_back(v);
+    };
+    for (size_t i = 0; i < g.inputs->sequences.size(); ++i) {
+      const Sequence& s = g.inputs->sequences[i];
+      const VariantScore score = score_candidate(s, window_of(g, s), outputs.o[i], outputs.ht.empty() ? nullptr : &outputs.ht[i]);
+      put("o_rel_rmse", score.o_rel_rmse());
+      if (!outputs.ht.empty()) put("ht_rel_rmse", score.ht_rel_rmse());
+      put("o_finite", score.first_nonfinite() < 0 ? 1.0 : 0.0);
+      put("o_first_nonfinite", static_cast<double>(score.first_nonfinite() < 0 ? s.tokens : score.first_nonfinite()));
+      for (size_t w = 0; w < score.windows(); ++w) values[downstream_metrics().size() + w].push_back(score.window_rel_rmse(w));
+    }
+    entries.push_back(entry_of(g, "candidate", method, 0, names, infos, values, false));
+  }
+  return entries;
+}
+
+SeqRunResult run_sequences(const std::vector<SeqGroup>& groups, const std::vector<PathChoice>& paths,
+                           const SeqRunOptions& opt) {
+  SeqRunResult result;
+  ThreadPool pool(opt.threads);
+  std::vector<std::unique_ptr<Path>> instances;
+  for (const PathChoice& p : paths) instances.push_back(make_path(p));
+  for (const SeqGroup& group : groups) {
+    const SeqConfig& cfg = group.config;
+    const Configuration cc = cfg.chunk_config();
+    std::vector<Task> tasks;
+    std::vector<std::vector<const Method*>> path_methods(paths.size());
+    for (size_t p = 0; p < paths.size(); ++p)
+      for (const Method& m : group.methods) {
+        std::string why;
+        if (!paths[p].spec->supports(cc, m, &why)) {
+          const std::string line = fmt::format("path {} does not run method {}: {}", paths[p].label(), m.label(), why);
+          if (std::find(result.skipped.begin(), result.skipped.end(), line) == result.skipped.end())
+            result.skipped.push_back(line);
+          continue;
+        }
+        tasks.push_back({p, path_methods[p].size(), m});
+        path_methods[p].push_back(&m);
+      }
+    if (tasks.empty()) continue;
+    std::vector<std::string> names;
+    std::vector<MetricInfo> infos;
+    entry_metrics(group, names, infos);
+    const uint64_t samples = group.inputs ? group.inputs->sequences.size() : opt.samples;
+    // values[task][metric][sample]
+    std::vector<std::vector<std::vector<double>>> values(tasks.size(), std::vector<std::vector<double>>(names.size()));
+    for (uint64_t i = 0; i < samples; ++i) {
+      const Sequence s = group.inputs ? group.inputs->sequences[i] : find_source(cfg.family).make(cfg, opt.seed, i);
+      const auto v = run_one(s, cfg, window_of(group, s), tasks, path_methods, instances, pool);
+      for (size_t t = 0; t < tasks.size(); ++t)
+        for (size_t k = 0; k < names.size(); ++k) values[t][k].push_back(v[t][k]);
+    }
+    for (size_t t = 0; t < tasks.size(); ++t)
+      result.entries.push_back(entry_of(group, paths[tasks[t].path].label(), tasks[t].m.label(),
+                                        group.inputs ? 0 : opt.seed, names, infos, values[t], opt.per_sample));
+  }
+  return result;
+}
+
+}  // namespace chunkinv

@@ -1,0 +1,70 @@
+// A downstream experiment (docs/downstream.md): for every configuration,
+// sequences from a source, their chunks' inverses from every path x
+// method, three chunked forwards per path x method (total, inverse only,
+// storage) scored against the FP64 recurrence, aggregated into report
+// entries that `table`, `check` and `merge` read as any other.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "downstream/scores.hpp"
+#include "downstream/sources.hpp"
+#include "downstream/tensors.hpp"
+#include "methods/method.hpp"
+#include "paths/path.hpp"
+#include "report/report.hpp"
+
+namespace chunkinv {
+
+// One configuration and the methods its entries run; its sequences drawn
+// from the family, or those of a tensor set (`inputs`, family "inputs").
+struct SeqGroup {
+  SeqConfig config;
+  std::vector<Method> methods;
+  std::shared_ptr<const SequenceSet> inputs;
+};
+
+// The grid of `axes` (axis -> value or list of values, as -a and a config
+// give them): every combination, completed and validated, one group per
+// configuration, the methods innermost. UsageError naming the culprit: an
+// axis no family of the grid takes, seq_len not a whole number of chunks, a
+// storage preset the gating cannot have, ...
+std::vector<SeqGroup> expand_sequences(const nlohmann::json& axes);
+// Checks one configuration (after complete()).
+void validate_sequence_config(const SeqConfig& c);
+// The groups of a tensor set's sequences: the axes chunk, storage, window
+// and method only (the rest is the file's); UsageError for a sequence that
+// is not a whole number of chunks, or another axis.
+std::vector<SeqGroup> expand_inputs(std::shared_ptr<const SequenceSet> set, const nlohmann::json& axes);
+
+struct SeqRunOptions {
+  uint64_t samples = 4;
+  uint64_t seed = 0;
+  int threads = 0;
+  bool per_sample = false;
+};
+
+struct SeqRunResult {
+  std::vector<ReportEntry> entries;
+  std::vector<std::string> skipped;  // each distinct reason once
+};
+
+// A kernel's own outputs of sequence s (o: T x V; ht: K x V, or null)
+// scored as a variant against the FP64 recurrence: its o_rel_rmse, windows,
+// first non-finite position and ht_rel_rmse (no boundary states: a kernel
+// returns none).
+VariantScore score_candidate(const Sequence& s, int window, const Mat& o, const Mat* ht);
+
+// A kernel's outputs on every sequence of each group's inputs, scored: one
+// entry per group, path "candidate", method `method` (the arithmetic the
+// kernel implements, for the axes only).
+std::vector<ReportEntry> score_candidates(const std::vector<SeqGroup>& groups, const CandidateOutputs& outputs,
+                                          const std::string& method);
+
+SeqRunResult run_sequences(const std::vector<SeqGroup>& groups, const std::vector<PathChoice>& paths,
+                           const SeqRunOptions& options);
+
+}  // namespace chunkinv

@@ -1,0 +1,158 @@
+#include "downstream/tensors.hpp"
+
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "inputs/tensor_set.hpp"
+#include "io/npy.hpp"
+#include "io/safetensors.hpp"
+#include "io/zip.hpp"
+
+namespace chunkinv {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The tensors `names` the container holds (load_tensor_set reads k, g and
+// beta from the same three containers; these are the tensors beside them).
+TensorMap read_named(const std::string& path, const std::vector<std::string>& names) {
+  TensorMap out;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& n : names)
+      if (const std::string f = (fs::path(path) / (n + ".npy")).string(); fs::exists(f, ec)) out[n] = read_npy(f);
+    return out;
+  }
+  TensorMap all = path.ends_with(".npz") ? read_npz(path) : path.ends_with(".safetensors") ? read_safetensors(path) : TensorMap{};
+  if (all.empty() && !path.ends_with(".npz") && !path.ends_with(".safetensors"))
+    throw UsageError(path + ": not a directory of .npy files, an .npz or a .safetensors file");
+  for (const auto& n : names)
+    if (auto it = all.find(n); it != all.end()) out[n] = std::move(it->second);
+  return out;
+}
+
+void check_tensor(const std::string& where, const Tensor& t, const std::vector<int64_t>& shape, bool finite = true) {
+  if (!dtype_is_float(t.dtype))
+    throw UsageError(fmt::format("{}: dtype {} is not a floating-point type", where, dtype_name(t.dtype)));
+  if (t.shape != shape)
+    throw UsageError(fmt::format("{}: shape {} is not {}", where, shape_string(t.shape), shape_string(shape)));
+  for (size_t i = 0; finite && i < t.values.size(); ++i)
+    if (!std::isfinite(t.values[i]))
+      throw UsageError(fmt::format("{}: entry {} = {} is not finite", where, index_string(t.shape, i), t.values[i]));
+}
+
+// Sequence n's token range in the batch row it lies in.
+struct Span {
+  int64_t row = 0, first = 0, tokens = 0;
+};
+
+std::vector<Span> spans_of(const TensorSet& set) {
+  std::vector<Span> s;
+  if (set.cu_seqlens.empty())
+    for (int64_t b = 0; b < set.batch; ++b) s.push_back({b, 0, set.tokens});
+  else
+    for (size_t i = 0; i + 1 < set.cu_seqlens.size(); ++i)
+      s.push_back({0, set.cu_seqlens[i], set.cu_seqlens[i + 1] - set.cu_seqlens[i]});
+  return s;
+}
+
+}  // namespace
+
+bool SequenceSet::same_length() const {
+  for (const Sequence& s : sequences)
+    if (s.tokens != sequences.front().tokens) return false;
+  return true;
+}
+
+SequenceSet load_sequences(const std::string& path) {
+  const TensorSet set = load_tensor_set(path);
+  if (!set.token_layout) throw UsageError(fmt::format("inputs {}: seq reads fla's token layout (k [B, T, H, K]), not chunks", path));
+  if (set.is_raw())
+    throw UsageError(fmt::format("inputs {}: seq reads activated g and beta, not FlashKDA's raw inputs", path));
+  TensorMap more = read_named(path, {"q", "v", "initial_state"});
+  const auto where = [&](const char* n) { return fmt::format("inputs {}[{}]", path, n); };
+  const int64_t B = set.batch, T = set.tokens, H = set.heads, K = set.dim;
+  if (!more.count("q")) throw UsageError(fmt::format("inputs {}: q is missing (seq needs q, k, v, g, beta)", path));
+  if (!more.count("v")) throw UsageError(fmt::format("inputs {}: v is missing (seq needs q, k, v, g, beta)", path));
+  const Tensor& q = more["q"];
+  check_tensor(where("q"), q, {B, T, H, K});
+  const Tensor& v = more["v"];
+  if (v.shape.size() != 4 || v.shape[0] != B || v.shape[1] != T || v.shape[2] != H)
+    throw UsageError(fmt::format("{}: shape {} is not [{}, {}, {}, V]", where("v"), shape_string(v.shape), B, T, H));
+  const int64_t V = v.shape[3];
+  check_tensor(where("v"), v, {B, T, H, V});
+  const std::vector<Span> spans = spans_of(set);
+  const int64_t N = static_cast<int64_t>(spans.size());
+  const Tensor* h0 = more.count("initial_state") ? &more["initial_state"] : nullptr;
+  if (h0) check_tensor(where("initial_state"), *h0, {N, H, K, V});
+  SequenceSet out;
+  out.source = path;
+  out.heads = static_cast<int>(H);
+  out.packed = !set.cu_seqlens.empty();
+  const int W = set.g_channels;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t h = 0; h < H; ++h) {
+      const Span& sp = spans[n];
+      Sequence s;
+      s.tokens = static_cast<int>(sp.tokens);
+      s.key_dim = static_cast<int>(K);
+      s.value_dim = static_cast<int>(V);
+      s.gating = W == 1 ? Gating::kToken : Gating::kChannel;
+      for (int64_t t = sp.first; t < sp.first + sp.tokens; ++t) {
+        const size_t bth = static_cast<size_t>((sp.row * T + t) * H + h);
+        s.q.insert(s.q.end(), q.values.begin() + bth * K, q.values.begin() + (bth + 1) * K);
+        s.k.insert(s.k.end(), set.keys.begin() + bth * K, set.keys.begin() + (bth + 1) * K);
+        s.v.insert(s.v.end(), v.values.begin() + bth * V, v.values.begin() + (bth + 1) * V);
+        s.g.insert(s.g.end(), set.g.begin() + bth * W, set.g.begin() + (bth + 1) * W);
+        s.beta.push_back(set.beta[bth]);
+      }
+      if (h0) {
+        const size_t at = static_cast<size_t>((n * H + h) * K * V);
+        s.h0.assign(h0->values.begin() + at, h0->values.begin() + at + K * V);
+      }
+      out.sequences.push_back(std::move(s));
+    }
+  return out;
+}
+
+CandidateOutputs load_candidate_outputs(const std::string& path, const SequenceSet& set) {
+  TensorMap t = read_named(path, {"o", "ht", "final_state"});
+  if (!t.count("ht") && t.count("final_state")) t["ht"] = std::move(t["final_state"]);
+  if (!t.count("o")) throw UsageError(fmt::format("candidate {}: o is missing (o [B, T, H, V], optional ht)", path));
+  const Sequence& first = set.sequences.front();
+  const int64_t H = set.heads, N = static_cast<int64_t>(set.sequences.size()) / H, V = first.value_dim, K = first.key_dim;
+  // o has the inputs' [B, T, H, V]: with cu_seqlens B = 1 and T the total.
+  int64_t total = 0;
+  for (int64_t n = 0; n < N; ++n) total += set.sequences[n * H].tokens;
+  const std::vector<int64_t> o_shape = set.packed ? std::vector<int64_t>{1, total, H, V}
+                                                   : std::vector<int64_t>{N, first.tokens, H, V};
+  // A non-finite o is the kernel's failure, scored, not refused.
+  check_tensor(fmt::format("candidate {}[o]", path), t["o"], o_shape, false);
+  CandidateOutputs out;
+  const Tensor& o = t["o"];
+  int64_t at = 0;  // token offset of sequence n in the flattened [B * T] axis
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t T = set.sequences[n * H].tokens;
+    for (int64_t h = 0; h < H; ++h) {
+      Mat m(T, V);
+      for (int64_t r = 0; r < T; ++r)
+        for (int64_t e = 0; e < V; ++e) m(r, e) = o.values[static_cast<size_t>(((at + r) * H + h) * V + e)];
+      out.o.push_back(std::move(m));
+    }
+    at += T;
+  }
+  if (t.count("ht")) {
+    const Tensor& ht = t["ht"];
+    if (ht.shape != std::vector<int64_t>{N, H, K, V})
+      throw UsageError(fmt::format("candidate {}[ht]: shape {} is not {}", path, shape_string(ht.shape),
+                                   shape_string({N, H, K, V})));
+    for (int64_t i = 0; i < N * H; ++i)
+      out.ht.push_back(Eigen::Map<const Mat>(ht.values.data() + i * K * V, K, V));
+  }
+  return out;
+}
+
+}  // namespace chunkinv

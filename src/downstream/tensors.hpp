@@ -1,0 +1,40 @@
+// Sequences from a tensor set in fla's layout, and a kernel's outputs on
+// them (docs/downstream.md, "Your own sequences, a kernel's outputs"):
+//
+//   inputs     q, k [B, T, H, K], v [B, T, H, V], g [B, T, H] or [B, T, H, K],
+//              beta [B, T, H], optional initial_state [N, H, K, V] and
+//              cu_seqlens [N + 1] (then B = 1)
+//   candidate  o [B, T, H, V], optional ht [N, H, K, V] (fla's final_state)
+//
+// in a directory of .npy files, an .npz or a .safetensors. k, g, beta and
+// cu_seqlens are read and checked as every tensor set's (inputs/tensor_set);
+// q, v, initial_state, o and ht beside them. Sample i is sequence i / H,
+// head i mod H.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/matrix.hpp"
+#include "downstream/sequence.hpp"
+
+namespace chunkinv {
+
+struct SequenceSet {
+  std::string source;
+  int heads = 0;
+  bool packed = false;  // cu_seqlens: the sequences lie end to end in one batch row
+  std::vector<Sequence> sequences;  // sequence-major, heads fastest
+  bool same_length() const;
+};
+
+// UsageError naming the file, the tensor and the culprit.
+SequenceSet load_sequences(const std::string& path);
+
+struct CandidateOutputs {
+  std::vector<Mat> o;   // one per sequence of the set, T x V
+  std::vector<Mat> ht;  // empty, or one per sequence, K x V
+};
+CandidateOutputs load_candidate_outputs(const std::string& path, const SequenceSet& set);
+
+}  // namespace chunkinv
