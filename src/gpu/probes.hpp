@@ -66,4 +66,9 @@ SfuScan scan_sfu(SfuOp op);
 // as FP32 bits: beta's logits are BF16, so this is the whole of its sigmoid.
 std::vector<uint32_t> tanh_approx_bf16_all();
 
+// The instruction alone, raw FP32 bits in and out (sfu_range.cu): on the n
+// consecutive patterns from `first` (a scan's slice), or on a list of inputs.
+void sfu_range(SfuOp op, uint32_t first, size_t n, uint32_t* y_bits);
+void sfu_apply(SfuOp op, const uint32_t* x_bits, uint32_t* y_bits, size_t n);
+
 }  // namespace chunkinv::gpu::testing
