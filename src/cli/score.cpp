@@ -12,7 +12,9 @@
 #include "cli/commands.hpp"
 #include "cli/meta.hpp"
 #include "core/error.hpp"
+#include "core/limits.hpp"
 #include "core/output_file.hpp"
+#include "core/text.hpp"
 #include "driver/runner.hpp"
 #include "driver/spec.hpp"
 #include "inputs/data_families.hpp"
@@ -26,7 +28,7 @@ namespace {
 struct ScoreArgs {
   std::string inputs, candidate, paths = "gold", output, table_format = "md";
   std::vector<std::string> axes;
-  int threads = 0;
+  std::string threads = "0";  // read by parse_count, capped as every subcommand caps it
   bool per_sample = false, quiet = false;
 };
 
@@ -79,7 +81,7 @@ void score(const ScoreArgs& a) {
     out->refuse_overwriting({a.inputs, a.candidate});
   }
   RunnerOptions opt;
-  opt.threads = a.threads;
+  opt.threads = int(parse_count("--threads", a.threads, 0, 1024));
   opt.progress = !a.quiet;
   const std::string started = utc_now();
   RunResult result = run_experiment(points, paths, samples, 0, opt, a.per_sample);
@@ -92,7 +94,7 @@ void score(const ScoreArgs& a) {
   report.meta["seed"] = 0;
   report.meta["samples"] = samples;
   report.meta["experiment"] = spec.name;
-  report.meta["candidate"] = {{"file", a.candidate}, {"inputs", a.inputs}, {"holds", holds}};
+  report.meta["candidate"] = {{"file", printable(a.candidate)}, {"inputs", printable(a.inputs)}, {"holds", holds}};
   if (out) out->commit(report_to_json(report).dump(1) + "\n");
   if (!out || !out->to_stdout()) {
     const Table t = build_table({{a.output.empty() ? spec.name : a.output, report}}, "summary");
@@ -118,7 +120,7 @@ void set_score_command(CLI::App& app) {
   cmd->add_option("--paths", args->paths, "paths to measure beside the candidate (default gold; e.g. gold,emulated)");
   cmd->add_option("-o,--output", args->output, "write the JSON report here (atomically)");
   cmd->add_option("--format", args->table_format, "summary table format: md, latex, csv");
-  cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", args->threads, "worker threads (default 0: all cores; at most 1024)");
   cmd->add_flag("--per-sample", args->per_sample, "keep every sample's metric values in the report");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress line");
   cmd->callback([args] { score(*args); });
