@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -198,10 +199,12 @@ json parse_range(const std::string& name, const std::string& text, const std::st
   if (step == 0 || !(span >= 0))
     throw UsageError(fmt::format("axis {}: range \"{}\" is empty (the step must be non-zero and lead from start to stop)",
                                  name, text));
-  // The values, counted before any is made: a relative 1e-12 allows for
-  // the rounding of the division ([0:1:0.1] holds 11), not for a stop
-  // short of the last step ([-2:-1.0000000000001:0.5] holds 2).
-  const double count = std::floor(span * (1 + 1e-12)) + 1;
+  // The values, counted before any is made. What is allowed for is the
+  // rounding of stop - start and of the division, a few ulps of the
+  // operands ([0:0.3:0.1] and [1000:1000.3:0.1] hold 4), not a stop short
+  // of the last step ([-2:-1.0000000000001:0.5] holds 2).
+  const double slack = 8 * DBL_EPSILON * (std::fabs(start) + std::fabs(stop) + std::fabs(step)) / std::fabs(step);
+  const double count = std::floor(span + slack) + 1;
   const uint64_t limit = max_configurations();
   if (!std::isfinite(count) || count > static_cast<double>(limit))
     throw UsageError(fmt::format("axis {}: range \"{}\" holds {} values, more than the {} configurations a run may "

@@ -221,7 +221,7 @@ TEST(Spec, AValueTwiceInAListIsRefused) {
 }
 
 // A range holds the values from start that do not pass stop; the division's
-// rounding is allowed for ([0:1:0.1] holds 1), a stop short of the next step is not.
+// rounding is allowed for, a stop short of the next step is not.
 TEST(Spec, ARangeNeverPassesItsStop) {
   const auto floors = [](const std::string& axis) {
     std::vector<double> v;
@@ -231,6 +231,8 @@ TEST(Spec, ARangeNeverPassesItsStop) {
   EXPECT_EQ(floors("decay_floor=[-2:-1.0000000000001:0.5]"), (std::vector<double>{-2, -1.5}));
   EXPECT_EQ(floors("decay_floor=[-2:-1:0.5]"), (std::vector<double>{-2, -1.5, -1}));
   EXPECT_EQ(floors("decay_floor=[-1:-0.1:0.1]").size(), 10u);
+  EXPECT_EQ(floors("decay_floor=[-0.7:-0.4:0.1]").size(), 4u);
+  EXPECT_EQ(floors("decay_floor=[-1000.3:-1000:0.1]").size(), 4u);
   EXPECT_EQ(points_of({"chunk=[8:16:8]"}).size(), 2u);
 }
 
