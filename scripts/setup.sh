@@ -35,6 +35,7 @@ have_header CLI/CLI.hpp || need+=(libcli11-dev)
 have_header fmt/format.h || need+=(libfmt-dev)
 have_header nlohmann/json.hpp || need+=(nlohmann-json3-dev)
 have_header zlib.h || need+=(zlib1g-dev)
+have_header nettle/sha2.h || need+=(nettle-dev)
 if [ "$tests" = ON ]; then have_header gtest/gtest.h || need+=(libgtest-dev); fi
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""

@@ -14,6 +14,7 @@
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/output_file.hpp"
+#include "core/text.hpp"
 #include "report/compare.hpp"
 
 namespace chunkinv::cli {
@@ -66,8 +67,8 @@ void run_check(const CheckOptions& o) {
   std::string text;
   if (o.format == "json") {
     auto j = check_json(result, rules);
-    j["baseline"] = o.baseline;
-    j["new"] = o.fresh;
+    j["baseline"] = printable(o.baseline);  // JSON holds text; a file name may not be
+    j["new"] = printable(o.fresh);
     text = j.dump(2) + "\n";
   } else if (o.format == "github") {
     text = check_github(result, o.baseline, o.fresh);

@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/progress.hpp"
 #include "core/signals.hpp"
+#include "core/text.hpp"
 
 namespace chunkinv::cli {
 namespace {
@@ -64,7 +65,8 @@ void set_exit_status(int status) { g_exit_status = status; }
 int main(int argc, char** argv) {
   using namespace chunkinv;
   timeline("main");
-  for (int i = 0; i < argc; ++i) cli::g_invocation.argv.emplace_back(argv[i]);
+  // As text: a report holds the command line, and a JSON string only UTF-8.
+  for (int i = 0; i < argc; ++i) cli::g_invocation.argv.push_back(printable(argv[i]));
   signals::install();
   cli::find_installed_data();
 
@@ -94,10 +96,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     status = app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "chunkinv: %s\n", e.what());
+    std::fprintf(stderr, "chunkinv: %s\n", printable(e.what()).c_str());
     status = 2;
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "chunkinv: %s\n", e.what());
+    std::fprintf(stderr, "chunkinv: %s\n", printable(e.what()).c_str());  // one line of text, whatever names it holds
     status = 2;
   } catch (const signals::Stopped& s) {
     cli::check_stdout(0);
@@ -106,11 +108,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "chunkinv: out of memory; use fewer samples or a smaller --batch, or free memory\n");
     status = 2;
   } catch (const std::system_error& e) {
-    std::fprintf(stderr, "chunkinv: the system refused: %s\n", e.what());
+    std::fprintf(stderr, "chunkinv: the system refused: %s\n", printable(e.what()).c_str());
     status = 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "chunkinv: internal error (a bug: please report it with the command line and `chunkinv --version`): %s\n",
-                 e.what());
+                 printable(e.what()).c_str());
     status = 3;
   }
   timeline("main returns");

@@ -331,7 +331,8 @@ void run(const RunArgs& a) {
     throw UsageError(fmt::format("output {}: {} holds an unfinished run; add --resume to finish it, or delete it to start over",
                                  a.output, ckpt_path));
   std::unique_ptr<Checkpoint> ckpt;
-  if (a.resume) ckpt = Checkpoint::open(ckpt_path, identity);
+  if (a.resume)
+    ckpt = Checkpoint::open(ckpt_path, identity, Checkpoint::layout_of(plan, runner.paths(), run_samples, until.has_value()));
 
   if (a.dry_run) {
     const RunMemory m = run_memory(plan, run_samples, runner.options().batch, a.per_sample, quantiles);

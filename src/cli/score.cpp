@@ -12,7 +12,9 @@
 #include "cli/commands.hpp"
 #include "cli/meta.hpp"
 #include "core/error.hpp"
+#include "core/limits.hpp"
 #include "core/output_file.hpp"
+#include "core/text.hpp"
 #include "driver/runner.hpp"
 #include "driver/spec.hpp"
 #include "inputs/data_families.hpp"
@@ -27,7 +29,7 @@ struct ScoreArgs {
   std::string inputs, candidate, paths = "gold", output, table_format = "md";
   std::vector<std::string> axes;
   std::string worst, worst_by;  // --worst N --by METRIC
-  int threads = 0;
+  std::string threads = "0";  // read by parse_count, capped as every subcommand caps it
   bool per_sample = false, quiet = false, legend = false, no_legend = false;
 };
 
@@ -83,7 +85,7 @@ void score(const ScoreArgs& a) {
     out->refuse_overwriting({a.inputs, a.candidate});
   }
   RunnerOptions opt;
-  opt.threads = a.threads;
+  opt.threads = int(parse_count("--threads", a.threads, 0, 1024));
   opt.progress = !a.quiet;
   const std::string started = utc_now();
   StatsOptions stats;
@@ -100,7 +102,7 @@ void score(const ScoreArgs& a) {
   report.meta["seed"] = 0;
   report.meta["samples"] = samples;
   report.meta["experiment"] = spec.name;
-  report.meta["candidate"] = {{"file", a.candidate}, {"inputs", a.inputs}, {"holds", holds}};
+  report.meta["candidate"] = {{"file", printable(a.candidate)}, {"inputs", printable(a.inputs)}, {"holds", holds}};
   if (out) out->commit(report_to_json(report).dump(1) + "\n");
   if (a.quiet) return;  // -q: nothing but errors, as in every subcommand
   // As `run` prints it: the table, then the worst samples (on stderr where
@@ -140,7 +142,7 @@ void set_score_command(CLI::App& app) {
   cmd->add_option("--format", args->table_format, "summary table format: md, latex, csv");
   cmd->add_flag("--legend", args->legend, "a line per column under the table (default: when stdout is a terminal)");
   cmd->add_flag("--no-legend", args->no_legend, "no legend, even on a terminal");
-  cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", args->threads, "worker threads (default 0: all cores; at most 1024)");
   cmd->add_flag("--per-sample", args->per_sample, "keep every sample's metric values in the report");
   cmd->add_option("--worst", args->worst,
                   "list the N worst samples of every entry (1 to 1000), each with the `inspect` command that shows it "

@@ -15,7 +15,9 @@
 #include "cli/meta.hpp"
 #include "core/error.hpp"
 #include "core/output_file.hpp"
+#include "core/limits.hpp"
 #include "core/progress.hpp"
+#include "core/text.hpp"
 #include "driver/spec.hpp"
 #include "inputs/tensor_set.hpp"
 #include "inputs/witness_summary.hpp"
@@ -31,8 +33,8 @@ struct SearchArgs {
   std::vector<std::string> axes;
   std::string keys = "normalised", gates = "per_token";
   std::string path = "emulated", method = "neumann", objective = "inv_total_rel_rmse";
-  uint64_t budget = 100000, seed = 0;
-  int restarts = 4, population = 0, threads = 0;
+  // Numbers as typed, read by parse_count: "-1" is refused, not wrapped to 2^64 - 1.
+  std::string budget = "100000", seed = "0", restarts = "4", population = "0", threads = "0";
   double sigma0 = 1.0;
   bool keep_going = false, quiet = false, no_shared_key = false;
   std::string output, witness;
@@ -69,6 +71,9 @@ json trace_json(const Trace& t) {
   return {{"evaluations", t.evaluations}, {"iteration", t.iteration}, {"best", best}};
 }
 
+// Evaluations a search may be given: at a few microseconds each, days.
+constexpr uint64_t kMaxBudget = 1'000'000'000'000;
+
 std::string derived_witness_path(const std::string& report) {
   const std::string ext = ".json";
   if (report.size() > ext.size() && report.compare(report.size() - ext.size(), ext.size(), ext) == 0)
@@ -85,27 +90,30 @@ void search(const SearchArgs& a) {
   if (paths.size() != 1) throw UsageError(fmt::format("--path {}: name one path", a.path));
   const Method method = parse_method(a.method);
   const Objective objective = parse_objective(a.objective, *method.spec);
-  if (a.budget < 1) throw UsageError("--budget must be at least 1");
-  if (a.restarts < 1 || a.restarts > 1024) throw UsageError(fmt::format("--restarts {}: must be 1 to 1024", a.restarts));
-  if (a.population < 0 || a.population > 100000)
-    throw UsageError(fmt::format("--population {}: must be 0 (the default) to 100000", a.population));
-  if (!(a.sigma0 > 0) || !(a.sigma0 < 1e6)) throw UsageError(fmt::format("--sigma0 {}: must be in (0, 1e6)", a.sigma0));
-  if (a.threads < 0 || a.threads > 1024) throw UsageError(fmt::format("--threads {}: must be 0 to 1024", a.threads));
-  if (a.budget < static_cast<uint64_t>(a.restarts))
-    throw UsageError(fmt::format("--budget {}: must be at least --restarts ({})", a.budget, a.restarts));
   if (a.output.empty()) throw UsageError("search: give -o REPORT.json (the witness goes beside it unless --witness says where)");
-  OutputFile report_out(a.output);
-  const std::string witness_path = a.witness.empty() ? derived_witness_path(a.output) : a.witness;
-  if (witness_path == a.output) throw UsageError("--witness: must differ from -o");
-  OutputFile witness_check(witness_path);  // checked now; written by write_tensor_set
-  o.budget = a.budget;
-  o.lanes = a.restarts;
-  o.seed = a.seed;
+  o.lanes = int(parse_count("--restarts", a.restarts, 1, 1024));
+  o.budget = parse_count("--budget", a.budget, uint64_t(o.lanes), kMaxBudget);
+  o.seed = parse_count("--seed", a.seed, 0, UINT64_MAX);
+  o.lambda0 = int(parse_count("--population", a.population, 0, 100000));
+  const int threads = int(parse_count("--threads", a.threads, 0, 1024));
+  if (!(a.sigma0 > 0) || !(a.sigma0 < 1e6)) throw UsageError(fmt::format("--sigma0 {}: must be in (0, 1e6)", a.sigma0));
   o.sigma0 = a.sigma0;
-  o.lambda0 = a.population;
   o.stop_at_nonfinite = !a.keep_going;
+  check_budget(o);  // a budget too small for one generation of every lane is named now
+  // Both outputs are checked now and written together at the end: the
+  // witness, one file, replaced only once the report can be written too.
+  OutputFile report_out(a.output);
+  if (report_out.to_stdout() && a.witness.empty())
+    throw UsageError("search -o -: give --witness FILE.safetensors (there is no file name to put it beside)");
+  const std::string witness_path = a.witness.empty() ? derived_witness_path(a.output) : a.witness;
+  if (!witness_path.ends_with(".safetensors") && !witness_path.ends_with(".npz"))
+    throw UsageError(fmt::format("--witness {}: must end in .safetensors or .npz (the witnesses are one file, written whole)",
+                                 witness_path));
+  OutputFile witness_out(witness_path);
+  if (witness_out.same_destination(report_out))
+    throw UsageError(fmt::format("--witness {}: is the report -o {}; give another file", witness_path, a.output));
 
-  Evaluator evaluator(config, paths[0], method, objective, a.threads);
+  Evaluator evaluator(config, paths[0], method, objective, threads);
   const std::string started = utc_now();
   const auto t0 = std::chrono::steady_clock::now();
   // The bar (share of the budget, time left, best so far) only on a terminal, never with -q.
@@ -120,7 +128,7 @@ void search(const SearchArgs& a) {
 
   std::vector<Sample> samples;
   for (const Witness& w : r.witnesses) samples.push_back(w.sample);
-  write_tensor_set(witness_path, samples);
+  witness_out.stage(tensor_set_bytes(witness_path, samples));
 
   json j;
   j["schema"] = "chunkinv.search/1";
@@ -158,7 +166,7 @@ void search(const SearchArgs& a) {
                   {"metrics", m},
                   {"structure", witness_summary_json(summarise_witness(w.sample, o.space.decay_floor))}});
   }
-  j["witnesses"] = {{"file", witness_path}, {"samples", ws}};
+  j["witnesses"] = {{"file", printable(witness_path)}, {"samples", ws}};
   json rs = json::array();
   for (const RestartRecord& x : r.restarts)
     rs.push_back({{"lane", x.lane}, {"restart", x.restart}, {"lambda", x.lambda}, {"generations", x.generations},
@@ -167,7 +175,11 @@ void search(const SearchArgs& a) {
   j["trace"] = trace_json(r.trace);
   j["lane_traces"] = json::array();
   for (const Trace& t : r.lane_traces) j["lane_traces"].push_back(trace_json(t));
-  report_out.commit(j.dump(1) + "\n");
+  // The report first where it may still fail (stdout, a device): a witness
+  // without its report is never left.
+  report_out.stage(j.dump(1) + "\n");
+  report_out.publish();
+  witness_out.publish();
 
   if (a.quiet) return;
   std::printf("search %s/%s, %s, C=%d d=%d decay_floor=%g: %llu evaluations in %.1f s\n", paths[0].label().c_str(),
@@ -180,7 +192,8 @@ void search(const SearchArgs& a) {
                 r.nonfinite_at ? fmt::format("; first non-finite at evaluation {}", r.nonfinite_at).c_str() : "");
     std::printf("%s", witness_summary_text(summarise_witness(r.witnesses[0].sample, o.space.decay_floor)).c_str());
   }
-  std::printf("witnesses (%zu, best first): %s\nreport: %s\n", r.witnesses.size(), witness_path.c_str(), a.output.c_str());
+  std::printf("witnesses (%zu, best first): %s\nreport: %s\n", r.witnesses.size(), printable(witness_path).c_str(),
+              printable(a.output).c_str());
 }
 
 }  // namespace

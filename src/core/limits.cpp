@@ -71,25 +71,29 @@ uint64_t parse_size(const std::string& option, const std::string& text) {
   const auto bad = [&] {
     return UsageError(fmt::format("{} {}: not a size; give bytes or a number with K, M, G or T (e.g. 800M, 2G)", option, text));
   };
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    throw bad();
+  // Digits, a fraction, a unit: no sign, exponent, hexadecimal or space
+  // (strtod would take 0x100 and inf), read exactly.
+  size_t i = 0;
+  unsigned __int128 whole = 0, frac = 0, tenths = 1;
+  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i)
+    if ((whole = whole * 10 + unsigned(text[i] - '0')) > UINT64_MAX) throw bad();
+  if (i == 0) throw bad();
+  if (i < text.size() && text[i] == '.') {
+    for (++i; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i)
+      if (tenths < (unsigned __int128)1e18) frac = frac * 10 + unsigned(text[i] - '0'), tenths *= 10;
   }
-  if (!(v > 0) || text[0] == '-' || text[0] == '+' || !std::isfinite(v)) throw bad();
-  std::string unit = text.substr(used);
-  if (unit.ends_with("iB")) unit.resize(unit.size() - 2);
+  std::string unit = text.substr(i);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit.ends_with("IB") && unit.size() == 3) unit.resize(1);
   else if (unit.ends_with("B") && unit.size() == 2) unit.resize(1);
-  double scale = 1;
-  if (unit == "K" || unit == "k") scale = 1024.0;
-  else if (unit == "M") scale = 1024.0 * 1024;
-  else if (unit == "G") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (!unit.empty() && unit != "B") throw bad();
-  const double bytes = v * scale;
-  if (bytes >= 1.8e19) throw bad();
+  int shift = 0;
+  if (!unit.empty() && unit != "B") {
+    const size_t p = std::string("KMGT").find(unit[0]);
+    if (unit.size() != 1 || p == std::string::npos) throw bad();
+    shift = 10 * int(p + 1);
+  }
+  const unsigned __int128 bytes = (whole << shift) + ((frac << shift) / tenths);  // a fraction of a byte dropped
+  if (bytes == 0 || bytes > UINT64_MAX) throw bad();
   return static_cast<uint64_t>(bytes);
 }
 

@@ -8,11 +8,14 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "core/error.hpp"
 #include "core/signals.hpp"
+#include "core/text.hpp"
 
 namespace chunkinv {
 namespace {
@@ -130,27 +133,24 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)), target_(path_
   ::close(fd);
 }
 
-void OutputFile::commit(const std::string& content) {
-  if (mode_ == Mode::kStdout) {
-    std::fflush(stdout);  // what was printed before comes first
-    write_all(STDOUT_FILENO, content, path_);
-    return;
-  }
-  if (mode_ == Mode::kDirect) {
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);  // O_TRUNC: ignored by devices and FIFOs
-    if (fd < 0) throw UsageError(fmt::format("output {}: cannot be opened ({})", path_, std::strerror(errno)));
-    try {
-      write_all(fd, content, path_);
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    close_checked(fd, path_);
-    return;
-  }
+OutputFile::~OutputFile() {
+  if (!staged_tmp_.empty()) ::unlink(staged_tmp_.c_str());
+}
 
+void OutputFile::commit(const std::string& content, const std::function<void(int fd)>& complete) {
+  stage(content, complete);
+  publish();
+}
+
+void OutputFile::stage(const std::string& content, const std::function<void(int fd)>& complete) {
+  if (staged_) throw std::logic_error("output: staged twice");
+  staged_ = true;
+  if (mode_ != Mode::kAtomic) {
+    staged_content_ = content;
+    return;
+  }
   const std::string dir = dir_of(target_), tmp = temp_name(target_);
-  signals::TempPath guard(tmp);  // a signal from here on removes it
+  guard_ = std::make_unique<signals::TempPath>(tmp);  // a signal from here on removes it
   struct stat old;
   const bool replaces = ::stat(target_.c_str(), &old) == 0;
   auto fail = [&](int fd, const char* what) {
@@ -169,12 +169,19 @@ void OutputFile::commit(const std::string& content) {
       throw;
     }
     if (::fdatasync(fd) != 0 && errno != EINVAL) fail(fd, "write failed");
+    if (complete) try {
+        complete(fd);
+      } catch (...) {
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        throw;
+      }
   };
   int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
   bool named = false;
   if (fd >= 0) {
     fill(fd);
-    // Give the complete file a name, then move it into place.
+    // Give the complete file a hidden name; publish() moves it into place.
     const std::string self = fmt::format("/proc/self/fd/{}", fd);
     if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) == 0) {
       named = true;
@@ -189,16 +196,64 @@ void OutputFile::commit(const std::string& content) {
     fill(fd);
     if (::close(fd) != 0 && errno != EINTR) fail(-1, "write failed");
   }
-  if (::rename(tmp.c_str(), target_.c_str()) != 0) fail(-1, "cannot be renamed into place");
+  staged_tmp_ = tmp;
+}
+
+void OutputFile::publish() {
+  if (!staged_) throw std::logic_error("output: published before it was staged");
+  if (mode_ == Mode::kStdout) {
+    std::fflush(stdout);  // what was printed before comes first
+    write_all(STDOUT_FILENO, staged_content_, path_);
+    return;
+  }
+  if (mode_ == Mode::kDirect) {
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);  // O_TRUNC: ignored by devices and FIFOs
+    if (fd < 0) throw UsageError(fmt::format("output {}: cannot be opened ({})", path_, std::strerror(errno)));
+    try {
+      write_all(fd, staged_content_, path_);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    close_checked(fd, path_);
+    return;
+  }
+  if (::rename(staged_tmp_.c_str(), target_.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    throw UsageError(fmt::format("output {}: cannot be renamed into place ({})", path_, why));  // the destructor removes it
+  }
+  staged_tmp_.clear();
+  guard_.reset();
 }
 
 void OutputFile::refuse_overwriting(const std::vector<std::string>& inputs) const {
   if (mode_ == Mode::kStdout) return;
   struct stat o, i;
   if (::stat(target_.c_str(), &o) != 0) return;  // does not exist yet: no input is it
-  for (const std::string& in : inputs)
-    if (::stat(in.c_str(), &i) == 0 && same_file(o, i))
-      throw UsageError(fmt::format("output {}: is also an input ({}) and would be overwritten; write elsewhere", path_, in));
+  const auto refuse = [&](const std::string& in) {
+    return UsageError(fmt::format("output {}: is also an input ({}) and would be overwritten; write elsewhere",
+                                  printable(path_), printable(in)));
+  };
+  for (const std::string& in : inputs) {
+    if (in.empty() || ::stat(in.c_str(), &i) != 0) continue;
+    if (same_file(o, i)) throw refuse(in);
+    if (!S_ISDIR(i.st_mode)) continue;
+    // A directory input (a tensor set of .npy files): each of its files is read.
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(in, ec)) {
+      struct stat m;
+      if (::stat(e.path().c_str(), &m) == 0 && same_file(o, m)) throw refuse(e.path().string());
+    }
+  }
+}
+
+bool OutputFile::same_destination(const OutputFile& other) const {
+  if (to_stdout() || other.to_stdout()) return to_stdout() && other.to_stdout();
+  struct stat a, b;
+  if (::stat(target_.c_str(), &a) == 0 && ::stat(other.target_.c_str(), &b) == 0) return same_file(a, b);
+  // Not both there yet: the same name in the same folder.
+  return base_of(target_) == base_of(other.target_) && ::stat(dir_of(target_).c_str(), &a) == 0 &&
+         ::stat(dir_of(other.target_).c_str(), &b) == 0 && same_file(a, b);
 }
 
 std::string sibling_path(const std::string& file, const std::string& suffix) {

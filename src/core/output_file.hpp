@@ -6,10 +6,15 @@
 // written directly, never replaced by a regular file. A symbolic link
 // stays a link: the file it points to is replaced.
 #pragma once
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace chunkinv {
+namespace signals {
+class TempPath;
+}
 
 class OutputFile {
  public:
@@ -17,11 +22,21 @@ class OutputFile {
   // throws UsageError naming the path and why. Creates nothing: a process
   // killed at any later time leaves no temporary behind.
   explicit OutputFile(std::string path);
+  ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
 
   // Writes `content`; throws UsageError on any write error (a full disk, /dev/full).
-  void commit(const std::string& content);
+  // `complete`, where given, is called with the complete file's descriptor
+  // before it takes the destination's name (a regular file only), so that
+  // it can be locked before anyone can open it (a checkpoint's lock).
+  void commit(const std::string& content, const std::function<void(int fd)>& complete = {});
+  // The same in two steps, for outputs that go together (a report and the
+  // file it names): stage() writes the content under a hidden temporary
+  // name (kept in memory for stdout, a device or a FIFO), publish() gives
+  // it the destination. Staged and never published, it leaves nothing.
+  void stage(const std::string& content, const std::function<void(int fd)>& complete = {});
+  void publish();
 
   const std::string& path() const { return path_; }      // as given
   const std::string& target() const { return target_; }  // the file replaced: symbolic links resolved
@@ -29,12 +44,20 @@ class OutputFile {
   bool replaced_atomically() const { return mode_ == Mode::kAtomic; }
   // Throws UsageError when the destination is one of `inputs` (it would be
   // overwritten by what was made from it).
+  // An input that is a directory (a tensor set) counts each of its files.
+  // Compared by file identity (device and inode), so that a link, a hard
+  // link or another spelling of an input is refused too.
   void refuse_overwriting(const std::vector<std::string>& inputs) const;
+  // Whether this and `other` are one file (existing or not, links resolved).
+  bool same_destination(const OutputFile& other) const;
 
  private:
   enum class Mode { kAtomic, kDirect, kStdout };
   std::string path_, target_;
   Mode mode_ = Mode::kAtomic;
+  bool staged_ = false;
+  std::string staged_content_, staged_tmp_;  // what publish() writes, or renames
+  std::unique_ptr<signals::TempPath> guard_;   // a signal removes the temporary
 };
 
 // A file name of our own beside `file`: `file` + `suffix`, or, where that

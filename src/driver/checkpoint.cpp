@@ -1,6 +1,7 @@
 #include "driver/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,9 +13,11 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nettle/sha2.h>
 
 #include "core/error.hpp"
 #include "core/output_file.hpp"
+#include "driver/runner.hpp"
 
 namespace chunkinv {
 namespace {
@@ -22,17 +25,25 @@ namespace {
 using nlohmann::json;
 
 constexpr char kMagic[4] = {'c', 'k', 'i', 'v'};
-constexpr const char* kFormat = "chunkinv.checkpoint/1";
+constexpr const char* kFormat = "chunkinv.checkpoint/2";  // /2: SHA-256 for FNV-1a
 enum Kind : uint32_t { kIdentity = 1, kGroup = 2, kBlock = 3, kState = 4 };
-constexpr size_t kHeader = 4 + 4 + 8, kTrailer = 8;
+constexpr size_t kHeader = 4 + 4 + 8, kTrailer = SHA256_DIGEST_SIZE;
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-uint64_t fnv1a(const char* p, size_t n, uint64_t h = 1469598103934665603ull) {
-  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 1099511628211ull;
-  return h;
+// A record's checksum: SHA-256 (nettle, a maintained Debian package) of
+// its kind, length and payload, stronger against damage than the 64-bit
+// FNV-1a of /1. No checksum stops a deliberate edit: the validation of the
+// records against the run's own configuration does.
+std::string checksum(const char* p, size_t n) {
+  sha256_ctx ctx;
+  sha256_init(&ctx);
+  sha256_update(&ctx, n, reinterpret_cast<const uint8_t*>(p));
+  std::string d(SHA256_DIGEST_SIZE, '\0');
+  sha256_digest(&ctx, SHA256_DIGEST_SIZE, reinterpret_cast<uint8_t*>(d.data()));
+  return d;
 }
 
 template <class T>
@@ -91,6 +102,7 @@ SketchState get_sketch(const std::string& p, size_t& at) {
     }
   }
   if (total != s.count) throw UsageError("a state's counts do not add up");
+  check_state_bounds(s);
   return s;
 }
 
@@ -102,7 +114,7 @@ void frame(uint32_t kind, std::string& r) {
   std::memcpy(r.data(), kMagic, 4);
   std::memcpy(r.data() + 4, &kind, 4);
   std::memcpy(r.data() + 8, &len, 8);
-  put(r, fnv1a(r.data() + 4, r.size() - 4));
+  r += checksum(r.data() + 4, r.size() - 4);
 }
 
 std::string record(uint32_t kind, const std::string& payload) {
@@ -129,9 +141,7 @@ std::vector<Record> parse_records(const std::string& bytes, size_t& valid) {
     std::memcpy(&kind, bytes.data() + at + 4, 4);
     std::memcpy(&len, bytes.data() + at + 8, 8);
     if (len > bytes.size() - at - kHeader - kTrailer) break;
-    uint64_t sum;
-    std::memcpy(&sum, bytes.data() + at + kHeader + len, 8);
-    if (sum != fnv1a(bytes.data() + at + 4, kHeader - 4 + len)) break;
+    if (bytes.compare(at + kHeader + len, kTrailer, checksum(bytes.data() + at + 4, kHeader - 4 + len)) != 0) break;
     out.push_back({kind, bytes.substr(at + kHeader, len)});
     at += kHeader + len + kTrailer;
     valid = at;
@@ -171,33 +181,166 @@ std::string first_difference(const json& there, const json& here) {
   return "";
 }
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(fmt::format("--resume: no checkpoint {} (the run finished, or never started); run without --resume", path));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+const char* file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+std::string no_checkpoint(const std::string& path) {
+  return fmt::format("--resume: no checkpoint {} (the run finished, or never started); run without --resume", path);
+}
+
+// Opens the checkpoint at `path` (made empty where `create` and missing)
+// and takes its exclusive lock without waiting. The lock is on the file
+// the name holds when it is taken: a name replaced or removed in between
+// (by the run that held it) is opened again. Only a regular file is
+// opened for what it holds: a FIFO would block, /dev/zero never end.
+int lock(const std::string& path, bool create) {
+  for (int tries = 0; tries < 100; ++tries) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (create ? O_CREAT : 0), 0666);
+    if (fd < 0) {
+      if (errno == ENOENT && !create) throw UsageError(no_checkpoint(path));
+      throw UsageError(fmt::format("checkpoint {}: cannot be opened ({})", path, std::strerror(errno)));
+    }
+    struct stat held {}, named {};
+    if (::fstat(fd, &held) != 0 || !S_ISREG(held.st_mode)) {
+      ::close(fd);
+      throw UsageError(fmt::format("checkpoint {}: is {}, not a regular file; delete it", path, file_kind(held.st_mode)));
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int e = errno;
+      ::close(fd);
+      if (e == EWOULDBLOCK)
+        throw UsageError(fmt::format("checkpoint {}: another run of this report holds it; let that one finish, or write "
+                                     "the report elsewhere",
+                                     path));
+      throw UsageError(fmt::format("checkpoint {}: cannot be locked ({})", path, std::strerror(e)));
+    }
+    if (::stat(path.c_str(), &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino) return fd;
+    ::close(fd);
+  }
+  throw UsageError(fmt::format("checkpoint {}: keeps being replaced while it is opened", path));
+}
+
+// From now on writes go to the end, after whatever is there.
+void append_from_now(int fd, const std::string& path) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_APPEND) != 0)
+    throw UsageError(fmt::format("checkpoint {}: cannot be opened for appending ({})", path, std::strerror(errno)));
+}
+
+// The whole of the regular file open at `fd`, from its start.
+std::string read_all(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw UsageError(fmt::format("checkpoint {}: cannot be read ({})", path, std::strerror(errno)));
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t r = ::pread(fd, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw UsageError(fmt::format("checkpoint {}: read failed ({})", path, std::strerror(errno)));
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  bytes.resize(got);
+  return bytes;
+}
+
+// The state file beside a checkpoint, or "" where there is none; only a
+// regular file is read.
+std::string read_state(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    if (errno == ENOENT) return "";
+    throw UsageError(fmt::format("--resume: the saved statistics {} cannot be opened ({})", path, std::strerror(errno)));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw UsageError(fmt::format("--resume: the saved statistics {} are {}, not a regular file; delete it", path,
+                                 file_kind(st.st_mode)));
+  return read_all(fd, path);
 }
 
 }  // namespace
+
+Checkpoint::Layout Checkpoint::layout_of(const Plan& plan, const std::vector<PathChoice>& paths, uint64_t samples,
+                                         bool stops_early) {
+  Layout l;
+  l.samples = samples;
+  l.stops_early = stops_early;
+  for (const Group& g : plan.groups) {
+    l.axes.emplace_back();
+    l.metrics.emplace_back();
+    for (const Task& t : g.tasks) {
+      l.axes.back().push_back(entry_axes(g, t, paths));
+      l.metrics.back().push_back(t.metrics->size());
+    }
+  }
+  return l;
+}
 
 std::unique_ptr<Checkpoint> Checkpoint::create(const std::string& path, const json& identity, const json& run) {
   std::unique_ptr<Checkpoint> c(new Checkpoint);
   c->path_ = path;
   c->run_ = run;
-  OutputFile(path).commit(record(kIdentity, json{{"format", kFormat}, {"identity", identity}, {"run", run}}.dump()));  // whole or nothing, like a report
+  c->fd_ = c->lock_fd_ = lock(path, true);
+  // Another run's records (it started between our look and our lock) are
+  // not ours to replace; nothing whole is a start killed before its first record.
+  size_t valid = 0;
+  if (!parse_records(read_all(c->fd_, path), valid).empty())
+    throw UsageError(fmt::format("checkpoint {}: holds an unfinished run; add --resume to finish it, or delete it to "
+                                 "start over",
+                                 path));
+  if (::ftruncate(c->fd_, 0) != 0)
+    throw UsageError(fmt::format("checkpoint {}: cannot be written ({})", path, std::strerror(errno)));
+  append_from_now(c->fd_, path);
   ::unlink(c->state_path().c_str());  // a state left by another run is not this run's
-  c->reopen();
+  c->append(kIdentity, json{{"format", kFormat}, {"identity", identity}, {"run", run}}.dump());
   c->last_write_ = now_s();
   return c;
 }
 
-std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path, const json& identity) {
-  const std::string bytes = read_all(path);
+namespace {
+
+// Why group `g`'s record does not fit the run, or "".
+std::string misfit(const Checkpoint::Layout& l, size_t g, const std::vector<ReportEntry>& entries) {
+  if (entries.size() != l.axes[g].size())
+    return fmt::format("group {} holds {} entries; the run has {}", g, entries.size(), l.axes[g].size());
+  for (size_t t = 0; t < entries.size(); ++t) {
+    const ReportEntry& e = entries[t];
+    if (e.axes != l.axes[g][t])
+      return fmt::format("group {} entry {} is {}; the run's is {}", g, t, words(e.axes), words(l.axes[g][t]));
+    if (e.samples > l.samples || (!l.stops_early && e.samples != l.samples))
+      return fmt::format("group {} entry {} has {} samples; the run has {}", g, t, e.samples, l.samples);
+    if (e.metrics.size() != l.metrics[g][t])
+      return fmt::format("group {} entry {} has {} metrics; the run has {}", g, t, e.metrics.size(), l.metrics[g][t]);
+  }
+  return "";
+}
+
+}  // namespace
+
+std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path, const json& identity, const Layout& layout) {
+  std::unique_ptr<Checkpoint> c(new Checkpoint);
+  c->path_ = path;
+  c->layout_ = layout;
+  c->fd_ = c->lock_fd_ = lock(path, false);
+  const std::string bytes = read_all(c->fd_, path);
   size_t valid = 0;
   std::vector<Record> recs = parse_records(bytes, valid);
   const auto bad = [&](const std::string& why) {
     return UsageError(fmt::format("--resume: {} is not a checkpoint of chunkinv ({}); delete it to start over", path, why));
+  };
+  const auto damaged = [&](const std::string& why) {
+    return UsageError(fmt::format("--resume: {} does not fit this run ({}); delete it to start over", path, why));
   };
   if (recs.empty() || recs[0].kind != kIdentity) throw bad("no identity record");
   json head;
@@ -206,74 +349,90 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path, const json
   } catch (const json::exception& e) {
     throw bad(e.what());
   }
-  if (head.value("format", "") != kFormat || !head.contains("identity") || !head.contains("run"))
-    throw bad("format " + head.value("format", std::string("?")));
+  if (!head.is_object() || head.value("format", "") != kFormat || !head.contains("identity") || !head.contains("run") ||
+      !head["run"].is_object())
+    throw bad("format " + (head.is_object() ? head.value("format", std::string("?")) : std::string("?")));
   if (const std::string d = first_difference(head["identity"], identity); !d.empty())
     throw UsageError(fmt::format("--resume: {} was saved by another run ({}); delete it to start over", path, d));
-  std::unique_ptr<Checkpoint> c(new Checkpoint);
-  c->path_ = path;
   c->run_ = head["run"];
+  const size_t groups = layout.axes.size();
   try {
     for (size_t r = 1; r < recs.size(); ++r) {
       if (recs[r].kind == kGroup) {
         const json g = json::parse(recs[r].payload);
-        std::vector<ReportEntry>& out = c->finished_[g.at("group").get<size_t>()];
-        out.clear();
-        for (const json& e : g.at("results")) out.push_back(entry_from_json(e));
+        if (!g.is_object() || !g.contains("group") || !g["group"].is_number_unsigned() || !g.contains("results") ||
+            !g["results"].is_array())
+          throw damaged(fmt::format("record {} is no group's", r));
+        const uint64_t i = g["group"].get<uint64_t>();
+        // Groups finish in order, each once.
+        if (i != c->finished_.size() || i >= groups)
+          throw damaged(fmt::format("record {} is of group {}, after {} of {} groups", r, i, c->finished_.size(), groups));
+        std::vector<ReportEntry> out;
+        for (const json& e : g["results"]) out.push_back(entry_from_json(e));
+        if (const std::string why = misfit(layout, i, out); !why.empty()) throw damaged(why);
+        c->finished_[i] = std::move(out);
       } else if (recs[r].kind == kBlock) {
         size_t at = 0;
         const std::string& p = recs[r].payload;
         const uint64_t g = get<uint64_t>(p, at), first = get<uint64_t>(p, at), count = get<uint64_t>(p, at),
                        tasks = get<uint64_t>(p, at);
+        if (g < c->finished_.size()) continue;  // its group's record followed: a kill before the blocks went
         Partial& part = c->partial_[g];
-        if (first != part.count) continue;  // blocks follow each other; never otherwise
+        // Blocks are the next group's samples, one after the other, of its every task.
+        if (g != c->finished_.size() || g >= groups || first != part.count || count > layout.samples - first ||
+            tasks != layout.metrics[g].size())
+          throw damaged(fmt::format("record {}: a block of group {} (samples {} + {}, {} tasks) after {} samples of {} "
+                                    "groups saved",
+                                    r, g, first, count, tasks, part.count, c->finished_.size()));
         part.values.resize(tasks);
         for (uint64_t t = 0; t < tasks; ++t) {
           const uint64_t n = get<uint64_t>(p, at);
-          if (at + n * 8 > p.size()) throw UsageError("a block is cut short");
+          if (n != count * layout.metrics[g][t])
+            throw damaged(fmt::format("record {}: a block of {} samples holds {} values of task {}, not {}", r, count, n,
+                                      t, count * layout.metrics[g][t]));
+          if (n > (p.size() - at) / 8) throw UsageError("a block is cut short");
           const size_t old = part.values[t].size();
           part.values[t].resize(old + n);
           std::memcpy(part.values[t].data() + old, p.data() + at, n * 8);
           at += n * 8;
         }
+        if (at != p.size()) throw damaged(fmt::format("record {}: bytes after a block", r));
         part.count += count;
+      } else if (recs[r].kind != kIdentity || r != 0) {
+        throw damaged(fmt::format("record {} is of kind {}", r, recs[r].kind));
       }
     }
     // Streaming statistics: the state beside the file, unless its group has finished since.
-    if (std::ifstream in(c->state_path(), std::ios::binary); in) {
-      std::ostringstream bytes;
-      bytes << in.rdbuf();
-      size_t end = 0;
-      for (Record& rec : parse_records(bytes.str(), end)) {
-        if (rec.kind != kState) continue;
-        size_t at = 0;
-        const uint64_t g = get<uint64_t>(rec.payload, at), done = get<uint64_t>(rec.payload, at);
-        if (!c->finished_.count(g)) c->states_[g] = {done, rec.payload.substr(at)};
-      }
+    size_t end = 0;
+    for (Record& rec : parse_records(read_state(c->state_path()), end)) {
+      if (rec.kind != kState) continue;
+      size_t at = 0;
+      const uint64_t g = get<uint64_t>(rec.payload, at), done = get<uint64_t>(rec.payload, at);
+      if (g < c->finished_.size()) continue;
+      if (g != c->finished_.size() || g >= groups || done > layout.samples)
+        throw damaged(fmt::format("the saved statistics are of {} samples of group {}, after {} of {} groups", done, g,
+                                  c->finished_.size(), groups));
+      c->states_[g] = {done, rec.payload.substr(at)};
     }
   } catch (const json::exception& e) {
     throw bad(e.what());
   } catch (const UsageError& e) {
+    if (std::string_view(e.what()).starts_with("--resume: ")) throw;
     throw bad(e.what());
   }
   for (const auto& [g, e] : c->finished_) c->partial_.erase(g);
   // Drop a record cut short by the kill, then append after the last whole one.
-  if (valid < bytes.size() && ::truncate(path.c_str(), static_cast<off_t>(valid)) != 0)
+  if (valid < bytes.size() && ::ftruncate(c->fd_, static_cast<off_t>(valid)) != 0)
     throw UsageError(fmt::format("--resume: {} cannot be written ({})", path, std::strerror(errno)));
+  append_from_now(c->fd_, path);
   c->blocks_on_disk_ = !c->partial_.empty();
-  c->reopen();
   c->last_write_ = now_s();
   return c;
 }
 
 Checkpoint::~Checkpoint() {
   if (fd_ >= 0) ::close(fd_);
-}
-
-void Checkpoint::reopen() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd_ < 0) throw UsageError(fmt::format("checkpoint {}: cannot be opened ({})", path_, std::strerror(errno)));
+  if (lock_fd_ >= 0 && lock_fd_ != fd_) ::close(lock_fd_);
 }
 
 const std::vector<ReportEntry>* Checkpoint::finished(size_t g) const {
@@ -303,16 +462,19 @@ uint64_t Checkpoint::take_state(size_t g, States& states) {
   try {
     size_t at = 0;
     const uint64_t tasks = get<uint64_t>(p, at);
-    if (tasks > p.size()) throw UsageError("a state is cut short");
+    if (tasks != layout_.metrics[g].size())
+      throw UsageError(fmt::format("{} tasks; the run has {}", tasks, layout_.metrics[g].size()));
     for (uint64_t t = 0; t < tasks; ++t) {
       const uint64_t metrics = get<uint64_t>(p, at);
-      if (metrics > p.size()) throw UsageError("a state is cut short");
+      if (metrics != layout_.metrics[g][t])
+        throw UsageError(fmt::format("{} metrics of task {}; the run has {}", metrics, t, layout_.metrics[g][t]));
       states.emplace_back();
       for (uint64_t m = 0; m < metrics; ++m) {
         states.back().push_back(get_sketch(p, at));
         if (states.back().back().count != it->second.done) throw UsageError("a state's count is not its samples'");
       }
     }
+    if (at != p.size()) throw UsageError("bytes after the state");
   } catch (const UsageError& e) {
     throw UsageError(fmt::format("--resume: {}: the saved statistics cannot be read ({}); delete it to start over", path_,
                                  e.what()));
@@ -403,21 +565,40 @@ void Checkpoint::finish_group(size_t g, const std::vector<ReportEntry>& entries)
 
 // Rewrites the file without its blocks (all of finished groups now).
 void Checkpoint::compact() {
-  const std::string bytes = read_all(path_);
+  const std::string bytes = read_all(fd_, path_);
   size_t valid = 0;
   std::string kept;
   for (const Record& r : parse_records(bytes, valid))
     if (r.kind != kBlock) kept += record(r.kind, r.payload);
-  OutputFile(path_).commit(kept);
+  // The new file is locked before it takes the name: no other run can
+  // open it unlocked in between.
+  int next = -1;
+  OutputFile(path_).commit(kept, [&](int fd) {
+    if (next >= 0) ::close(next);
+    next = ::dup(fd);
+    if (next < 0 || ::flock(next, LOCK_EX | LOCK_NB) != 0)
+      throw UsageError(fmt::format("checkpoint {}: cannot be locked ({})", path_, std::strerror(errno)));
+  });
+  // The new file, locked and in place, opened again to be read and appended to.
+  const int rw = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+  if (rw < 0) {
+    ::close(next);
+    throw UsageError(fmt::format("checkpoint {}: cannot be opened ({})", path_, std::strerror(errno)));
+  }
+  if (lock_fd_ != fd_) ::close(lock_fd_);
+  ::close(fd_);
+  fd_ = rw;
+  lock_fd_ = next;
+  append_from_now(fd_, path_);
   blocks_on_disk_ = false;
-  reopen();
 }
 
 void Checkpoint::remove() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
   ::unlink(state_path().c_str());
   ::unlink(path_.c_str());
+  if (lock_fd_ >= 0 && lock_fd_ != fd_) ::close(lock_fd_);  // the lock goes last
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = lock_fd_ = -1;
 }
 
 }  // namespace chunkinv

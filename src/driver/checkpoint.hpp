@@ -3,10 +3,14 @@
 // appended in order: the run's identity, each finished group's report
 // entries, and, for a group that takes long, blocks of its samples' metric
 // values (or, with streaming statistics, their state so far, in a file of
-// its own beside it). Each record carries its length and a checksum: a record cut
+// its own beside it). Each record carries its length and a SHA-256: a record cut
 // short by a kill is recognised and dropped. A resume refuses a checkpoint
 // whose identity (everything the results depend on: version, entries,
-// paths, seed, samples) differs from the run's, naming the difference.
+// paths, seed, samples) differs from the run's, naming the difference, and
+// one whose records do not fit the run's own configuration (groups, their
+// entries' axes, counts of samples and metrics). A run holds an exclusive
+// lock (flock) on its checkpoint for its whole life: a second run on the
+// same report is refused, never appending to the first one's records.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -22,15 +26,32 @@
 
 namespace chunkinv {
 
+struct Plan;
+struct PathChoice;
+
 class Checkpoint {
  public:
+  // What the run's own configuration lets its records hold: per group, the
+  // axes of its entries in task order and each task's number of metrics;
+  // the samples of each group (at most, where a stop rule may end it early).
+  struct Layout {
+    std::vector<std::vector<nlohmann::json>> axes;
+    std::vector<std::vector<size_t>> metrics;
+    uint64_t samples = 0;
+    bool stops_early = false;
+  };
+  static Layout layout_of(const Plan& plan, const std::vector<PathChoice>& paths, uint64_t samples, bool stops_early);
+
   // A new checkpoint at `path` holding `identity` (compared on resume) and
-  // `run` (kept as it is: the command line, the start time).
+  // `run` (kept as it is: the command line, the start time), locked; UsageError
+  // when another run holds it or it holds a run's records already.
   static std::unique_ptr<Checkpoint> create(const std::string& path, const nlohmann::json& identity,
                                             const nlohmann::json& run);
-  // The checkpoint at `path`; UsageError when it is missing, not a
-  // checkpoint, or of another run (the first difference named).
-  static std::unique_ptr<Checkpoint> open(const std::string& path, const nlohmann::json& identity);
+  // The checkpoint at `path`, locked; UsageError when it is missing, not a
+  // regular file, held by another run, not a checkpoint, of another run (the
+  // first difference named) or holding records that do not fit `layout`.
+  static std::unique_ptr<Checkpoint> open(const std::string& path, const nlohmann::json& identity,
+                                          const Layout& layout);
   ~Checkpoint();
   Checkpoint(const Checkpoint&) = delete;
   Checkpoint& operator=(const Checkpoint&) = delete;
@@ -75,10 +96,11 @@ class Checkpoint {
   void append(uint32_t kind, const std::string& payload);
   void append_framed(const std::string& records);
   void compact();
-  void reopen();
 
   std::string path_;
-  int fd_ = -1;
+  int fd_ = -1;       // open for reading and appending
+  int lock_fd_ = -1;  // holding the lock (fd_ itself, until a rewrite locks the new file before it is in place)
+  Layout layout_;
   nlohmann::json run_;
   std::map<size_t, std::vector<ReportEntry>> finished_;
   struct Partial {

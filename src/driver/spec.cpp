@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -84,6 +86,27 @@ void check_axis_value(const std::string& name, const json& v, const std::string&
       if (!scalar(x))
         throw UsageError(fmt::format("{}axis {}: {} is not a value (a number, a string or null; lists do not nest)",
                                      where, name, json_excerpt(x)));
+    // A value twice would run its configurations twice, and the report
+    // would hold each twice (refused by table and check): -5 and -5.0 are one.
+    std::map<double, size_t> numbers;
+    std::map<std::string, size_t> words;
+    std::optional<size_t> null_at;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const json& x = v[i];
+      std::optional<size_t> before;
+      if (x.is_number()) {
+        if (const auto [it, fresh] = numbers.emplace(x.get<double>(), i); !fresh) before = it->second;
+      } else if (x.is_string()) {
+        if (const auto [it, fresh] = words.emplace(x.get<std::string>(), i); !fresh) before = it->second;
+      } else if (null_at) {
+        before = null_at;
+      } else {
+        null_at = i;
+      }
+      if (before)
+        throw UsageError(fmt::format("{}axis {}: {} appears twice in the list (items {} and {}); give each value once",
+                                     where, name, json_excerpt(x), *before, i));
+    }
   } else if (!scalar(v)) {
     throw UsageError(fmt::format("{}axis {} = {} is not a value: give a number, a string, null or a list of them",
                                  where, name, json_excerpt(v)));
@@ -176,8 +199,12 @@ json parse_range(const std::string& name, const std::string& text, const std::st
   if (step == 0 || !(span >= 0))
     throw UsageError(fmt::format("axis {}: range \"{}\" is empty (the step must be non-zero and lead from start to stop)",
                                  name, text));
-  // The values, counted before any is made (1e-9: [0:1:0.1] holds 11).
-  const double count = std::floor(span + 1e-9) + 1;
+  // The values, counted before any is made. What is allowed for is the
+  // rounding of stop - start and of the division, a few ulps of the
+  // operands ([0:0.3:0.1] and [1000:1000.3:0.1] hold 4), not a stop short
+  // of the last step ([-2:-1.0000000000001:0.5] holds 2).
+  const double slack = 8 * DBL_EPSILON * (std::fabs(start) + std::fabs(stop) + std::fabs(step)) / std::fabs(step);
+  const double count = std::floor(span + slack) + 1;
   const uint64_t limit = max_configurations();
   if (!std::isfinite(count) || count > static_cast<double>(limit))
     throw UsageError(fmt::format("axis {}: range \"{}\" holds {} values, more than the {} configurations a run may "

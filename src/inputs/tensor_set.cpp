@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/fp.hpp"
+#include "core/text.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
 #include "io/zip.hpp"
@@ -413,6 +414,11 @@ FoundMap read_container(const std::string& path, const std::vector<std::string>&
 
 TensorSet load_tensor_set(const std::string& path) {
   try {
+    // The path is an axis of every report entry made from the set: text.
+    if (!is_plain_text(path))
+      throw UsageError(fmt::format("{}: the file name is not UTF-8 text (or holds a control character), which a report's "
+                                   "axes must be; rename it",
+                                   printable(path)));
     std::error_code ec;
     FoundMap found;
     if (fs::is_directory(path, ec)) {
@@ -633,7 +639,10 @@ CandidateSet load_candidate(const std::string& path, const TensorSet& in, std::s
   }
 }
 
-void write_tensor_set(const std::string& path, std::span<const Sample> samples, DType keys_dtype, DType value_dtype,
+namespace {
+
+// The tensors of a set of samples (all of one chunk and dim), named as a reader finds them.
+TensorMap set_tensors(const std::string& path, std::span<const Sample> samples, DType keys_dtype, DType value_dtype,
                       const TensorMap& extra) {
   if (samples.empty()) throw UsageError(path + ": no samples to write");
   const int c = samples[0].chunk, d = samples[0].dim;
@@ -664,11 +673,25 @@ void write_tensor_set(const std::string& path, std::span<const Sample> samples, 
     if (m.count(name)) throw UsageError(fmt::format("{}: tensor '{}' is written twice", path, name));
     m[name] = t;
   }
-  if (path.ends_with(".npz")) {
-    write_npz(path, m);
-  } else if (path.ends_with(".safetensors")) {
-    write_safetensors(path, m);
+  return m;
+}
+
+}  // namespace
+
+std::string tensor_set_bytes(const std::string& path, std::span<const Sample> samples, DType keys_dtype,
+                             DType value_dtype, const TensorMap& extra) {
+  const TensorMap m = set_tensors(path, samples, keys_dtype, value_dtype, extra);
+  if (path.ends_with(".npz")) return npz_bytes(m, path);
+  if (path.ends_with(".safetensors")) return safetensors_bytes(m);
+  throw UsageError(fmt::format("{}: a tensor set in one file ends in .npz or .safetensors", path));
+}
+
+void write_tensor_set(const std::string& path, std::span<const Sample> samples, DType keys_dtype, DType value_dtype,
+                      const TensorMap& extra) {
+  if (path.ends_with(".npz") || path.ends_with(".safetensors")) {
+    write_file(path, tensor_set_bytes(path, samples, keys_dtype, value_dtype, extra));
   } else {
+    const TensorMap m = set_tensors(path, samples, keys_dtype, value_dtype, extra);
     std::error_code ec;
     fs::create_directories(path, ec);
     if (ec) throw UsageError(fmt::format("{}: cannot create directory ({})", path, ec.message()));

@@ -147,7 +147,12 @@ CandidateSet load_candidate(const std::string& path, const TensorSet& inputs, st
 // (created if needed) unless `path` ends in .npz or .safetensors. Keys are
 // written as `keys_dtype`, g and beta as `value_dtype`. `extra` tensors are
 // written beside them (e.g. a path's L and INV, as inspect --export-path does).
+// Each file is replaced atomically.
 void write_tensor_set(const std::string& path, std::span<const Sample> samples,
                       DType keys_dtype = DType::kBF16, DType value_dtype = DType::kF64, const TensorMap& extra = {});
+// The same set as the bytes of one file (`path` ends in .npz or .safetensors).
+std::string tensor_set_bytes(const std::string& path, std::span<const Sample> samples,
+                             DType keys_dtype = DType::kBF16, DType value_dtype = DType::kF64,
+                             const TensorMap& extra = {});
 
 }  // namespace chunkinv

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace chunkinv {
 using nlohmann::json;
@@ -110,7 +111,9 @@ class PyLiteral {
     const char q = s_[i_++];
     std::string out;
     while (i_ < s_.size() && s_[i_] != q) {
-      if (s_[i_] == '\\' && i_ + 1 < s_.size()) ++i_;
+      // No dtype or key holds a backslash; Python would read '<\f4' as a
+      // form feed, not as '<f4'.
+      if (s_[i_] == '\\') fail("a backslash in a string");
       out.push_back(s_[i_++]);
     }
     if (i_ >= s_.size()) fail("unterminated string");
@@ -181,6 +184,10 @@ Tensor parse_npy(std::string_view b, const std::string& what) {
   const json h = PyLiteral(b.substr(hstart, hlen), what).parse();
   if (!h.is_object() || !h.contains("descr") || !h.contains("shape"))
     throw UsageError(what + ": malformed .npy header (no 'descr' or 'shape')");
+  for (const auto& [k, v] : h.items())  // as NumPy: these keys and no other
+    if (k != "descr" && k != "shape" && k != "fortran_order")
+      throw UsageError(fmt::format("{}: malformed .npy header (key '{}'; only 'descr', 'fortran_order' and 'shape')", what,
+                                   printable(k.size() > 40 ? k.substr(0, 37) + "..." : k)));
   if (!h["descr"].is_string())
     throw UsageError(what + ": structured dtypes are not supported (one numeric dtype per file)");
   Tensor t;

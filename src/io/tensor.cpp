@@ -15,7 +15,9 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/output_file.hpp"
 #include "core/fp.hpp"
+#include "core/limits.hpp"
 
 namespace chunkinv {
 
@@ -105,31 +107,7 @@ constexpr const char* kLimitVariable = "CHUNKINV_MAX_TENSOR_BYTES";
 
 uint64_t max_tensor_bytes() {
   const char* env = std::getenv(kLimitVariable);
-  if (!env || !*env) return kDefaultMaxTensorBytes;
-  const std::string s(env);
-  const auto bad = [&] {
-    return UsageError(fmt::format("{} = '{}' is not a byte count (e.g. 8589934592 or 8G)", kLimitVariable, s));
-  };
-  size_t i = 0;
-  uint64_t n = 0;
-  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
-    const auto digit = static_cast<uint64_t>(s[i] - '0');
-    if (n > (UINT64_MAX - digit) / 10) throw bad();
-    n = n * 10 + digit;
-  }
-  if (i == 0) throw bad();
-  std::string unit = s.substr(i);
-  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  int shift = 0;
-  if (!unit.empty()) {
-    const size_t p = std::string("KMGT").find(unit[0]);
-    if (p == std::string::npos) throw bad();
-    shift = 10 * static_cast<int>(p + 1);
-    const std::string rest = unit.substr(1);
-    if (!rest.empty() && rest != "B" && rest != "IB") throw bad();
-  }
-  if (n == 0 || n > (UINT64_MAX >> shift)) throw bad();
-  return n << shift;
+  return env && *env ? parse_size(kLimitVariable, env) : kDefaultMaxTensorBytes;  // read as --max-memory is
 }
 
 std::string byte_count_text(uint64_t n) {
@@ -251,11 +229,7 @@ std::string read_file(const std::string& path) {
 }
 
 void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw UsageError(path + ": cannot be opened for writing");
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) throw UsageError(path + ": write failed");
+  OutputFile(path).commit(bytes);  // whole or not at all: a kill mid-write leaves the file before it
 }
 
 }  // namespace chunkinv

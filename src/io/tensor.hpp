@@ -91,6 +91,7 @@ void encode(const Tensor& t, std::string& out);
 // The whole of a regular file (symlinks followed). Refuses FIFOs, devices,
 // directories and files larger than max_tensor_bytes() before reading.
 std::string read_file(const std::string& path);
+// Replaces the file at `path` atomically (core/output_file).
 void write_file(const std::string& path, const std::string& bytes);
 
 }  // namespace chunkinv

@@ -55,6 +55,50 @@ json stats_to_json(const Stats& s) {
   return j;
 }
 
+namespace {
+
+// Statistics that no set of values has are refused: every metric value is
+// finite or +inf (docs/report-schema.md), so the order statistics rise
+// from min to max, never -inf; max is +inf exactly when some value is not
+// finite; the mean, of the finite values, lies between min and max and is
+// NaN exactly when there is none; a 0/1 metric's mean (the share of 1s) is
+// inside its Wilson interval. A relative 1e-9 allows for the rounding of
+// an interpolated quantile or of a mean.
+void check_consistent(const Stats& s, bool counted) {
+  const auto at_most = [](double a, double b) { return a <= b || a - b <= 1e-9 * std::max(std::fabs(a), std::fabs(b)); };
+  const std::pair<const char*, double> order[] = {{"min", s.min},        {"p10", s.p10},   {"median", s.median},
+                                                  {"p90", s.p90},        {"p99", s.p99},   {"p999", s.p999},
+                                                  {"p999999", s.p999999}, {"max", s.max}};
+  const char* last = nullptr;
+  double before = 0;
+  for (const auto& [name, v] : order) {
+    if (!s.has_tail && (name == std::string_view("p999") || name == std::string_view("p999999"))) continue;
+    if (v == -INFINITY) throw UsageError(fmt::format("statistic \"{}\" is -inf; a metric's value never is", name));
+    if (last && !at_most(before, v))
+      throw UsageError(fmt::format("statistic \"{}\" = {} is above \"{}\" = {}; no values have such statistics", last,
+                                   before, name, v));
+    last = name;
+    before = v;
+  }
+  if (counted && (s.max == INFINITY) != (s.finite_count < s.count))
+    throw UsageError(fmt::format("max {} does not fit finite_count {} of {} samples (max is inf exactly when a value is not "
+                                 "finite)",
+                                 s.max, s.finite_count, s.count));
+  if (s.finite_count == 0 && s.min != INFINITY)
+    throw UsageError(fmt::format("min {} with finite_count 0 (every value +inf, so min is too)", s.min));
+  if (std::isnan(s.mean) != (s.finite_count == 0))
+    throw UsageError(fmt::format("mean {} does not fit finite_count {} (the mean of the finite values is NaN exactly when "
+                                 "there is none)",
+                                 s.mean, s.finite_count));
+  if (s.finite_count && !(at_most(s.min, s.mean) && at_most(s.mean, s.max)))
+    throw UsageError(fmt::format("mean {} is outside min {} and max {}", s.mean, s.min, s.max));
+  if (s.has_wilson && !(s.min >= 0 && s.max <= 1 && at_most(s.wilson_low, s.mean) && at_most(s.mean, s.wilson_high)))
+    throw UsageError(fmt::format("a 0/1 metric's mean {} (min {}, max {}) is not inside its Wilson interval [{}, {}]", s.mean,
+                                 s.min, s.max, s.wilson_low, s.wilson_high));
+}
+
+}  // namespace
+
 Stats stats_from_json(const json& j, std::optional<uint64_t> samples) {
   if (!j.is_object()) throw UsageError(fmt::format("statistics must be an object, not {}", json_excerpt(j)));
   Stats s;
@@ -102,6 +146,7 @@ Stats stats_from_json(const json& j, std::optional<uint64_t> samples) {
       throw UsageError(fmt::format("wilson_low {} and wilson_high {} must satisfy 0 <= low <= high <= 1", s.wilson_low,
                                    s.wilson_high));
   }
+  check_consistent(s, samples.has_value());
   return s;
 }
 
@@ -186,13 +231,17 @@ SketchState state_from_json(const json& j, uint64_t samples) {
   } catch (const UsageError& e) {
     throw UsageError(fmt::format("min or max: {}", e.what()));
   }
+  check_state_bounds(s);
+  return s;
+}
+
+void check_state_bounds(const SketchState& s) {
   const bool none = s.nan == s.count;  // no value to order
   if (std::isnan(s.min) != none || std::isnan(s.max) != none || (!none && !(s.min <= s.max)))
     throw UsageError(fmt::format("min {} and max {} do not fit the counts (NaN exactly when every value is NaN; min <= max)",
                                  s.min, s.max));
   if ((s.neg_inf > 0) != (s.min == -INFINITY) || (s.pos_inf > 0) != (s.max == INFINITY))
     throw UsageError(fmt::format("min {} and max {} do not fit the counts of -inf and +inf", s.min, s.max));
-  return s;
 }
 
 json entry_to_json(const ReportEntry& e) {

@@ -30,7 +30,8 @@ double number_from_json(const nlohmann::json& j);
 nlohmann::json stats_to_json(const Stats& s);
 // Refuses a missing statistic, NaN where only a mean may be NaN, a
 // finite_count that is not a whole number (at most `samples` when given),
-// a Wilson interval outside [0, 1].
+// a Wilson interval outside [0, 1], and statistics no values can have
+// (min above max, a quantile out of order, -inf, a mean outside them).
 Stats stats_from_json(const nlohmann::json& j, std::optional<uint64_t> samples = std::nullopt);
 
 // The most samples one configuration may have: 10^15, so that a sample
@@ -59,6 +60,9 @@ nlohmann::json state_to_json(const SketchState& s);
 // Refuses counts that do not add up to `samples`, keys out of range or not
 // ascending, a malformed sum, min > max, unknown keys.
 SketchState state_from_json(const nlohmann::json& j, uint64_t samples);
+// Refuses a min and max that do not fit the counts (NaN exactly when every
+// value is NaN, min <= max, -inf and +inf exactly where counted).
+void check_state_bounds(const SketchState& s);
 
 struct Report {
   nlohmann::json meta = nlohmann::json::object();

@@ -6,6 +6,8 @@
 #include <memory>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 #include "core/rng.hpp"
 
@@ -44,11 +46,25 @@ std::vector<double> initial_point(const SearchSpace& space, uint64_t seed, int l
   return x;
 }
 
+int first_population(const SearchOptions& o) {
+  return o.lambda0 > 0 ? o.lambda0 : SepCmaes(std::vector<double>(o.space.size(), 0.0), {}).lambda();
+}
+
+void check_budget(const SearchOptions& o) {
+  if (o.lanes < 1) throw UsageError("--restarts must be at least 1");
+  // The smallest lane's share must pay for its first generation, or the
+  // search would end with no evaluation and no witness.
+  const uint64_t need = uint64_t(o.lanes) * uint64_t(first_population(o));
+  if (o.budget < need)
+    throw UsageError(fmt::format("--budget {}: too small for one generation of each of the {} restarts (population {} "
+                                 "each); give --budget {} or more, or fewer --restarts",
+                                 o.budget, o.lanes, first_population(o), need));
+}
+
 SearchResult run_search(const SearchOptions& o, Evaluator& evaluator,
                         const std::function<void(uint64_t, double)>& progress) {
   o.space.validate();
-  if (o.lanes < 1) throw UsageError("--restarts must be at least 1");
-  if (o.budget < static_cast<uint64_t>(o.lanes)) throw UsageError("--budget must be at least --restarts");
+  check_budget(o);
   const double inf = std::numeric_limits<double>::infinity();
   const size_t n = o.space.size();
 
@@ -66,7 +82,7 @@ SearchResult run_search(const SearchOptions& o, Evaluator& evaluator,
     Lane& l = lanes[k];
     l.index = static_cast<int>(k);
     l.budget = o.budget / lanes.size() + (k < o.budget % lanes.size() ? 1 : 0);
-    l.lambda0 = o.lambda0 > 0 ? o.lambda0 : SepCmaes(std::vector<double>(n, 0.0), {}).lambda();
+    l.lambda0 = first_population(o);
     start(l);
   }
 

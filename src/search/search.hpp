@@ -61,6 +61,10 @@ struct SearchResult {
   std::vector<RestartRecord> restarts;
 };
 
+// Refuses a budget that cannot pay for one generation of every lane
+// (UsageError naming --budget and the least that can).
+void check_budget(const SearchOptions& o);
+
 // `progress`, when given, is called after every round with (evaluations, best).
 SearchResult run_search(const SearchOptions& options, Evaluator& evaluator,
                         const std::function<void(uint64_t, double)>& progress = {});

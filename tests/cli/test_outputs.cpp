@@ -18,9 +18,12 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <chrono>
+#include <csignal>
 
 #include <nlohmann/json.hpp>
 
+#include "cli/process.hpp"
 #include "support/sanitizer.hpp"
 #include "support/shell.hpp"
 
@@ -182,6 +185,84 @@ TEST(Output, AnInputIsNeverOverwritten) {
   EXPECT_NE(p.out.find("--export s.npz: is the --inputs being read"), std::string::npos) << p.out;
   EXPECT_EQ(slurp(dir + "/s.npz"), set);
   EXPECT_EQ(sh(dir, "table r.json -o t.md").status, 0);  // elsewhere is fine
+  fs::remove_all(dir);
+}
+
+// A folder of .npy files is an input of its every file: a report over one
+// of them, however spelled (a link, a hard link, "d/../d"), is refused and
+// the file kept (once `run --inputs d -o d/g.npy` replaced g.npy, exit 0).
+TEST(Output, AFileOfAnInputFolderIsNeverOverwritten) {
+  const std::string dir = temp_dir();
+  ASSERT_EQ(sh(dir, "inspect -a chunk=8 -a dim=8 --count 3 --export d").status, 0);
+  ASSERT_EQ(sh(dir, "inspect -a chunk=8 -a dim=8 -a method=neumann --count 3 --export c --export-path emulated").status,
+            0);
+  const std::string g = slurp(dir + "/d/g.npy"), l = slurp(dir + "/c/L.npy");
+  fs::create_symlink("d/g.npy", dir + "/link.npy");
+  fs::create_hard_link(dir + "/d/beta.npy", dir + "/hard.npy");
+  for (const std::string& cmd : {"run --inputs d -q -o d/g.npy", "run --inputs d -q -o d/../d/g.npy",
+                                 "run --inputs d -q -o link.npy", "run --inputs d -q -o hard.npy",
+                                 "score --inputs d --candidate c -q -o d/beta.npy",
+                                 "score --inputs d --candidate c -q -o c/L.npy"}) {
+    const Proc p = sh(dir, cmd);
+    EXPECT_EQ(p.status, 2) << cmd << ": " << p.out;
+    EXPECT_NE(p.out.find("is also an input"), std::string::npos) << cmd << ": " << p.out;
+    EXPECT_EQ(lines(p.out), 1u) << p.out;
+  }
+  EXPECT_EQ(slurp(dir + "/d/g.npy"), g);
+  EXPECT_EQ(slurp(dir + "/c/L.npy"), l);
+  EXPECT_EQ(names_in(dir + "/d"), (std::set<std::string>{"beta.npy", "g.npy", "keys.npy"}));
+  EXPECT_EQ(sh(dir, "run --inputs d -q -o d.json").status, 0);  // beside it is fine
+  fs::remove_all(dir);
+}
+
+// A file name is any bytes: shown as text (\xNN for what is not UTF-8 or
+// is a control character), one line, and in a report as valid JSON. An
+// input so named is refused (a report's axes hold its name); an output is
+// written (once exit 3, json type_error.316).
+TEST(Output, NamesThatAreNotTextAreShownAsText) {
+  const std::string dir = temp_dir();
+  Proc p = sh(dir, kTiny + "-q -o 'r\xff.json'");
+  ASSERT_EQ(p.status, 0) << p.out;
+  const json r = json::parse(slurp(dir + "/r\xff.json"));
+  EXPECT_EQ(r["meta"]["argv"].back(), "r\\xff.json");
+  p = sh(dir, "check 'r\xff.json' --baseline 'r\xff.json' --format json");
+  EXPECT_EQ(p.status, 0) << p.out;
+  EXPECT_NO_THROW((void)json::parse(p.out)) << p.out;
+  ASSERT_EQ(sh(dir, "inspect -a chunk=8 -a dim=8 --count 3 --export s.npz").status, 0);
+  fs::copy_file(dir + "/s.npz", dir + "/bad\xff.npz");
+  fs::copy_file(dir + "/s.npz", dir + "/new\nline.npz");
+  for (const std::string& cmd : {"run --inputs 'bad\xff.npz' -q -o x.json", "inspect --inputs 'bad\xff.npz'",
+                                 "run --inputs 'new\nline.npz' -q -o x.json", "table 'new\nline.json'",
+                                 "run --inputs 'gone\n\xfe.npz' -q -o x.json"}) {
+    p = sh(dir, cmd);
+    EXPECT_EQ(p.status, 2) << cmd << ": " << p.out;
+    EXPECT_EQ(lines(p.out), 1u) << cmd << ": " << p.out;
+    EXPECT_TRUE(p.out.find("\\xff") != std::string::npos || p.out.find("\\x0a") != std::string::npos) << p.out;
+  }
+  EXPECT_FALSE(fs::exists(dir + "/x.json"));
+  fs::remove_all(dir);
+}
+
+// A tensor set is written whole or not at all: killed at any moment of
+// `inspect --export`, the file is the one before or the new one complete,
+// and nothing else is left (once a 4 MB cut-off .npz over a good 198 MB one).
+TEST(Output, AnExportKilledMidWriteLeavesTheFileBefore) {
+  const std::string dir = temp_dir();
+  ASSERT_EQ(sh(dir, "inspect -a chunk=8 -a dim=8 --count 2 --export s.npz").status, 0);
+  const std::string before = slurp(dir + "/s.npz");
+  const std::vector<std::string> args{"inspect", "-a", "chunk=64", "-a", "dim=128", "--count", "1500", "--export", "s.npz"};
+  for (int delay_ms : {30, 120, 250, 400, 700}) {
+    chunkinv::testing::Child c(args, dir, "export");
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    c.signal(SIGKILL);
+    c.wait();
+    const std::string now = slurp(dir + "/s.npz");
+    if (now != before) {
+      const Proc p = sh(dir, "inspect --inputs s.npz --index 1499 --paths emulated");
+      EXPECT_EQ(p.status, 0) << "killed after " << delay_ms << " ms: a partial file (" << now.size() << " bytes): " << p.out;
+    }
+    EXPECT_EQ(names_in(dir), (std::set<std::string>{"s.npz", "export.out", "export.err"})) << delay_ms << " ms";
+  }
   fs::remove_all(dir);
 }
 

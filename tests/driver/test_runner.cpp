@@ -375,14 +375,14 @@ TEST(Run, SameResultsAtEveryResumePoint) {
     o.threads = 3;
     o.batch = 7;
     Runner runner(paths, o);
-    auto ck = Checkpoint::open(file, identity);
+    auto ck = Checkpoint::open(file, identity, Checkpoint::layout_of(runner.plan(cfg), paths, 23, false));
     EXPECT_EQ(ck->groups_finished(), size_t((stop_after - 1) / 6)) << stop_after;
     const RunControl resume{ck.get(), nullptr, nullptr};
     Report got;
     got.results = run_experiment(runner, runner.plan(cfg), 23, 5, true, resume).entries;
     EXPECT_EQ(report_to_json(want).dump(), report_to_json(got).dump()) << "stopped after batch " << stop_after;
   }
-  EXPECT_THROW(Checkpoint::open((d / "c1").string(), {{"case", 2}}), UsageError);
+  EXPECT_THROW(Checkpoint::open((d / "c1").string(), {{"case", 2}}, {}), UsageError);
   fs::remove_all(d);
 }
 
@@ -454,7 +454,7 @@ TEST(Run, SameSketchResultsAtEveryResumePoint) {
     o.threads = 3;
     o.batch = 7;
     Runner runner(paths, o);
-    auto ck = Checkpoint::open(file, identity);
+    auto ck = Checkpoint::open(file, identity, Checkpoint::layout_of(runner.plan(cfg), paths, 23, false));
     const RunControl resume{ck.get(), nullptr, nullptr};
     Report got;
     got.results = run_experiment(runner, runner.plan(cfg), 23, 5, st, resume).entries;

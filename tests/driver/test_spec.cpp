@@ -208,6 +208,34 @@ TEST(Spec, RangesAndGridsAreCountedBeforeTheyAreMade) {
              "the experiment names 600000 configurations");
 }
 
+// A value twice in a list would run its configurations twice and make a
+// report its own table refuses: -5 and -5.0 are one value, in -a and in a config.
+TEST(Spec, AValueTwiceInAListIsRefused) {
+  EXPECT_HAS(axes_error({"decay_floor=[-5,-5.0]"}),
+             "axis decay_floor: -5.0 appears twice in the list (items 0 and 1); give each value once");
+  EXPECT_HAS(axes_error({"chunk=[8,16,8]"}), "axis chunk: 8 appears twice in the list (items 0 and 2)");
+  EXPECT_HAS(axes_error({"family=[floor,floor]"}), "\"floor\" appears twice");
+  EXPECT_HAS(config_error(R"({"experiments": [{"decay_floor": [-5, -5.0]}]})"), "appears twice in the list");
+  EXPECT_HAS(config_error(R"({"experiments": [{"family": ["floor", "model_like", "floor"]}]})"), "appears twice");
+  EXPECT_EQ(points_of({"decay_floor=[-5,-4.5,-4]"}).size(), 3u);
+}
+
+// A range holds the values from start that do not pass stop; the division's
+// rounding is allowed for, a stop short of the next step is not.
+TEST(Spec, ARangeNeverPassesItsStop) {
+  const auto floors = [](const std::string& axis) {
+    std::vector<double> v;
+    for (const Point& p : points_of({axis})) v.push_back(p.config.params.at("decay_floor").get<double>());
+    return v;
+  };
+  EXPECT_EQ(floors("decay_floor=[-2:-1.0000000000001:0.5]"), (std::vector<double>{-2, -1.5}));
+  EXPECT_EQ(floors("decay_floor=[-2:-1:0.5]"), (std::vector<double>{-2, -1.5, -1}));
+  EXPECT_EQ(floors("decay_floor=[-1:-0.1:0.1]").size(), 10u);
+  EXPECT_EQ(floors("decay_floor=[-0.7:-0.4:0.1]").size(), 4u);
+  EXPECT_EQ(floors("decay_floor=[-1000.3:-1000:0.1]").size(), 4u);
+  EXPECT_EQ(points_of({"chunk=[8:16:8]"}).size(), 2u);
+}
+
 TEST(Spec, ARunNeedsAConfigurationAndItsAxesMustBeTaken) {
   EXPECT_HAS(usage_error([] { expand(ExperimentSpec{}); }),
              "nothing to run: give a config file, axes (-a name=value) or --inputs");

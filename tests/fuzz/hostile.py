@@ -3,11 +3,15 @@
 
 Every case must end with exit status 2, exactly one line on stderr that
 starts "chunkinv: ", no report and no temporary file left beside it, within
-TIMEOUT seconds (a hang is a failure). Prints one row per class:
-cases tried, cases that behaved, and the first misbehaviour.
+TIMEOUT seconds (a hang is a failure). Some cases are valid and must run
+(exit 0, or 1 from check) and make exactly the files they name. A case may
+also name files that must not change (inputs) and folders whose listing
+must not change. Prints one row per class: cases tried, cases that
+behaved, and the first misbehaviour.
 
     python3 tests/fuzz/hostile.py build/chunkinv
 """
+import hashlib
 import json
 import os
 import shutil
@@ -183,37 +187,68 @@ def main():
                '--threads', '1000', '-q', '-o', out]
     classes.append(('--threads 1000 under ulimit -v 3 GB', [limited]))
 
+    # 13-19: the second campaign (issue 40).
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import hostile_more
+    classes += hostile_more.classes(binary, work, out_dir, out, write, report, report_cases, axis_cases, config_cases,
+                                    mutate)
+
     print('| case class | cases tried | outcome |')
     print('|---|---:|---|')
     total = bad_total = 0
     for name, cases in classes:
         bad = []
         slowest = 0.0
-        for argv in cases:
+        for case in cases:
+            c = case if isinstance(case, dict) else {'argv': case}
+            argv = c['argv']
+            keep = {k: digest(k) for k in c.get('keep', [])}
+            dirs = {d: sorted(os.listdir(d)) for d in c.get('dirs', [])}
             full = argv if argv[0] == 'sh' else [binary] + argv
             t0 = time.time()
             try:
-                p = subprocess.run(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=TIMEOUT)
+                p = subprocess.run(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=TIMEOUT,
+                                   cwd=c.get('cwd'))
                 status, err = p.returncode, p.stderr.decode(errors='replace')
             except subprocess.TimeoutExpired:
                 status, err = 'hang', ''
             slowest = max(slowest, time.time() - t0)
             lines = err.splitlines()
-            left = os.listdir(out_dir)
-            if status != 2 or len(lines) != 1 or not lines[0].startswith('chunkinv: ') or left:
-                bad.append('%s: exit %s, %d lines: %s%s' % (' '.join(a[:40] for a in argv[:4]), status, len(lines),
-                                                            (lines[0][:100] if lines else ''),
-                                                            ', left ' + ','.join(left) if left else ''))
+            left = sorted(os.listdir(out_dir))
+            made = sorted(os.path.basename(m) for m in c.get('makes', []))
+            changed = [k for k, h in keep.items() if digest(k) != h] + [d for d, l in dirs.items()
+                                                                       if sorted(os.listdir(d)) != l]
+            if 'makes' in c:
+                wrong = status not in c.get('ok', (0,)) or left != made or changed
+            else:
+                wrong = status != 2 or len(lines) != 1 or not lines[0].startswith('chunkinv: ') or left or changed
+            if wrong:
+                bad.append('%s: exit %s, %d lines: %s%s%s' % (
+                    ' '.join(str(a)[:40] for a in argv[:5]), status, len(lines), (lines[0][:100] if lines else ''),
+                    ', left ' + ','.join(left) if left != made else '', ', changed ' + ','.join(changed) if changed else ''))
             for f in left:
-                os.remove(os.path.join(out_dir, f))
+                path = os.path.join(out_dir, f)
+                shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
         total += len(cases)
         bad_total += len(bad)
-        outcome = ('all exit 2, one line, no file left (slowest %.1f s)' % slowest if not bad
+        outcome = ('as required, no file left or changed (slowest %.1f s)' % slowest if not bad
                    else '%d misbehaved; first: %s' % (len(bad), bad[0]))
         print('| %s | %d | %s |' % (name, len(cases), outcome))
     print('\n%d cases, %d misbehaved' % (total, bad_total))
     shutil.rmtree(work)
     return 1 if bad_total else 0
+
+
+def digest(path):
+    """What a file holds (or what a FIFO, link or folder is), to see that it did not change."""
+    if os.path.islink(path):
+        return 'link ' + os.readlink(path)
+    if not os.path.exists(path):
+        return 'missing'
+    if not os.path.isfile(path):
+        return 'kind %o' % os.stat(path).st_mode
+    with open(path, 'rb') as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 if __name__ == '__main__':

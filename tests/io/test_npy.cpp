@@ -168,7 +168,7 @@ TEST(Npy, FilesBeyondTheLimitAreRefusedBeforeReading) {
   }
   {
     ScopedEnv env("CHUNKINV_MAX_TENSOR_BYTES", "lots");
-    EXPECT_TRUE(usage_error([&] { read_npy(f); }, {"CHUNKINV_MAX_TENSOR_BYTES = 'lots' is not a byte count"}));
+    EXPECT_TRUE(usage_error([&] { read_npy(f); }, {"CHUNKINV_MAX_TENSOR_BYTES lots: not a size"}));
   }
   EXPECT_EQ(max_tensor_bytes(), uint64_t{4} << 30);
 }

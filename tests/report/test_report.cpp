@@ -81,15 +81,23 @@ std::string with(std::string text, const std::string& from, const std::string& t
 }  // namespace
 
 TEST(Report, AValidReportLoadsWithItsNonFiniteStatistics) {
-  const Report r = parse_report(report_text("", R"(, "wilson_low": 0.1, "wilson_high": 0.9)"), "r.json");
+  // A 0/1-like metric: every value finite, in [0, 1], its mean inside the interval.
+  const Report r = parse_report(with(with(report_text("", R"(, "wilson_low": 0, "wilson_high": 0.6)"),
+                                          R"("p90": "inf", "p99": "inf")", R"("p90": 1, "p99": 1)"),
+                                     R"("max": "inf", "finite_count": 3)", R"("max": 1, "finite_count": 4)"),
+                                "r.json");
   ASSERT_EQ(r.results.size(), 1u);
   const Stats& s = r.results[0].metrics.at("inv_total_rel_rmse");
-  EXPECT_EQ(s.finite_count, 3u);
+  EXPECT_EQ(s.finite_count, 4u);
   EXPECT_EQ(s.count, 4u);
-  EXPECT_TRUE(std::isinf(s.max));
   EXPECT_TRUE(s.has_wilson);
-  // A mean over no finite sample is "nan"; written and read back the same.
-  const Report n = parse_report(with(report_text(""), R"("mean": 1e-6)", R"("mean": "nan")"), "r.json");
+  EXPECT_TRUE(std::isinf(parse_report(report_text(""), "r.json").results[0].metrics.at("inv_total_rel_rmse").max));
+  // A mean over no finite sample is "nan" (every value +inf); written and read back the same.
+  std::string none = with(with(report_text(""), R"("median": 1e-6, "mean": 1e-6, "p10": 1e-7)",
+                               R"("median": "inf", "mean": "nan", "p10": "inf")"),
+                          R"("min": 1e-7)", R"("min": "inf")");
+  none = with(none, R"("finite_count": 3)", R"("finite_count": 0)");
+  const Report n = parse_report(none, "r.json");
   EXPECT_TRUE(std::isnan(n.results[0].metrics.at("inv_total_rel_rmse").mean));
   EXPECT_EQ(report_to_json(parse_report(report_to_json(r).dump(), "again")).dump(), report_to_json(r).dump());
 }
@@ -109,6 +117,34 @@ TEST(Report, ImpossibleCountsAreRefused) {
              "\"samples\" = 2.5 must be a whole number from 1 to 1000000000000000");
   EXPECT_HAS(load_error(with(report_text(""), R"("seed": 0)", R"("seed": -1)")), "\"seed\" = -1 must be a whole number");
   EXPECT_HAS(load_error(with(report_text(""), R"("seed": 0)", R"("seed": 1e30)")), "\"seed\" = 1e+30");
+}
+
+// Statistics that no values have: every value is finite or +inf, so the
+// order statistics rise from min to max and are never -inf, max is +inf
+// exactly when a value is not finite, the mean lies between min and max,
+// and a 0/1 metric's mean inside its Wilson interval (once graded BETTER by
+// check, and shown by table as "150% [94.0, 100]").
+TEST(Report, StatisticsNoValuesCanHaveAreRefused) {
+  const std::string t = report_text("");
+  EXPECT_HAS(load_error(with(with(t, R"("min": 1e-7)", R"("min": 2e-6)"), R"("p10": 1e-7)", R"("p10": 3e-6)")),
+             "statistic \"p10\" = 3e-06 is above \"median\" = 1e-06; no values have such statistics");
+  EXPECT_HAS(load_error(with(t, R"("min": 1e-7)", R"("min": 1e-5)")), "statistic \"min\" = 1e-05 is above \"p10\"");
+  EXPECT_HAS(load_error(with(t, R"("median": 1e-6)", R"("median": "-inf")")), "statistic \"median\" is -inf");
+  EXPECT_HAS(load_error(with(t, R"("finite_count": 3)", R"("finite_count": 4)")),
+             "max inf does not fit finite_count 4 of 4 samples");
+  EXPECT_HAS(load_error(with(t, R"("mean": 1e-6)", R"("mean": "nan")")), "mean nan does not fit finite_count 3");
+  EXPECT_HAS(load_error(with(t, R"("mean": 1e-6)", R"("mean": 1e-8)")), "mean 1e-08 is outside min 1e-07");
+  const std::string flag = with(with(t, R"("p90": "inf", "p99": "inf")", R"("p90": 1, "p99": 1)"),
+                                R"("max": "inf", "finite_count": 3)", R"("max": 1, "finite_count": 4)");
+  EXPECT_NO_THROW(parse_report(with(flag, "}}}]}", R"(, "wilson_low": 0, "wilson_high": 0.6}}}]})"), "r.json"));
+  EXPECT_HAS(load_error(with(with(flag, R"("mean": 1e-6)", R"("mean": 1.5)"), "}}}]}",
+                             R"(, "wilson_low": 0.94, "wilson_high": 1}}}]})")),
+             "mean 1.5 is outside min 1e-07 and max 1");
+  EXPECT_HAS(load_error(with(with(flag, R"("mean": 1e-6)", R"("mean": 0.7)"), "}}}]}",
+                             R"(, "wilson_low": 0, "wilson_high": 0.6}}}]})")),
+             "a 0/1 metric's mean 0.7 (min 1e-07, max 1) is not inside its Wilson interval [0, 0.6]");
+  // Within a relative 1e-9 is rounding (of an interpolated quantile, of a mean).
+  EXPECT_NO_THROW(parse_report(with(t, R"("p10": 1e-7)", R"("p10": 0.99999999999e-7)"), "r.json"));
 }
 
 TEST(Report, StatisticsAreNumbersOrTheNonFiniteWordsWhereTheyCanBe) {

@@ -326,6 +326,20 @@ TEST(SearchCli, BadOptionsAreOneLineAndExitTwo) {
       {"--path emulated,gold" + o, "name one path"},
       {"--budget 0" + o, "--budget"},
       {"--budget 10", "give -o"},
+      // Numbers read by the project's one parser: refused, never wrapped or saturated.
+      {"--budget -1" + o, "--budget -1: must be a whole number from 4 to 1000000000000"},
+      {"--budget 18446744073709551616" + o, "--budget 18446744073709551616: must be"},
+      {"--seed=-1" + o, "--seed -1: must be a whole number from 0 to 18446744073709551615"},
+      {"--seed 18446744073709551616" + o, "--seed 18446744073709551616: must be"},
+      {"--restarts 0" + o, "--restarts 0: must be"},
+      {"--threads -1" + o, "--threads -1: must be a whole number from 0 to 1024"},
+      {"--population 2.5" + o, "--population 2.5: must be"},
+      // A budget that pays for no generation of some restart (once 0 evaluations, then "no samples to write").
+      {"--budget 50" + o, "--budget 50: too small for one generation of each of the 4 restarts"},
+      // The two outputs: one file each, not the same, a witness beside a file.
+      {"-o -", "search -o -: give --witness FILE.safetensors"},
+      {"--witness " + dir + "/w" + o, "must end in .safetensors or .npz"},
+      {"-o " + dir + "/w.npz --witness " + dir + "/../" + fs::path(dir).filename().string() + "/w.npz", "is the report"},
       {"-a decay_floor=1" + o, "decay_floor"},
   };
   for (const auto& c : cases) {
@@ -335,6 +349,18 @@ TEST(SearchCli, BadOptionsAreOneLineAndExitTwo) {
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << ": " << r.out;
   }
   EXPECT_FALSE(fs::exists(dir + "/s.json"));
+}
+
+// The witness and the report go together: when the report cannot be
+// written (a full device), the witness is not left either.
+TEST(SearchCli, AReportThatCannotBeWrittenLeavesNoWitness) {
+  const std::string dir = temp_dir();
+  const auto r = chunkinv_cli("search -a chunk=8 -a dim=8 --budget 200 --restarts 1 -q -o /dev/full --witness " + dir +
+                                  "/w.safetensors",
+                              true);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("output /dev/full: write failed"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_empty(dir)) << "no witness, no temporary";
 }
 
 TEST(SearchCli, CommittedWitnessPassesItsCheck) {
