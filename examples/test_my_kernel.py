@@ -1,14 +1,17 @@
 """A kernel test written with chunkinv: the kind a kernel author keeps beside
 a Triton/CUDA kernel. Here the "kernel" is a NumPy stand-in (an FP16 Neumann
 product, as FlashKDA v1 computes the inverse, on an FP16 L); replace
-`my_kernel` by yours (torch CPU tensors go in as they are, BF16 included).
+`my_kernel` by yours (torch tensors go in as they are, on the CPU or a CUDA
+GPU, BF16 included).
 
     /usr/bin/python3 -m pytest examples/   # after `pip install --no-build-isolation .`
+    PYTHONPATH=build/python /usr/bin/python3 -m pytest examples/   # or on the build's module
 """
 import numpy as np
 import pytest
 
 import chunkinv
+from chunkinv.testing import assert_inverse_close
 
 
 def my_kernel(keys, g, beta):
@@ -61,3 +64,24 @@ def test_strong_gates_overflow_the_kernel_but_not_mine():
     L, inv = my_kernel(keys, g, beta)
     mine = chunkinv.score(inv, keys, g, beta, L=L, method="neumann")["metrics"]
     assert np.all(mine["inv_finite"] == 1)
+
+
+@pytest.mark.parametrize("chunk", [16, 32])
+def test_my_inverse_is_close_to_the_gold(chunk):
+    # As fla's tests use assert_close: a relative RMSE per chunk (here the library's inv_total_rel_rmse);
+    # a failure names the worst chunk, its worst element and the figures.
+    keys, g, beta = inputs(50, chunk, 64, floor=-1.0, seed=2)
+    _, inv = my_kernel(keys, g, beta)
+    assert_inverse_close(inv, keys, g, beta, rel_rmse=1e-3)
+
+
+def test_on_torch_tensors_where_torch_is():
+    # A kernel repo's tensors as they are: torch, on the GPU where there is one. Results come back as NumPy.
+    torch = pytest.importorskip("torch")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    keys, g, beta = inputs(8, 32, 64, floor=-1.0, seed=3)
+    tk = torch.tensor(keys, dtype=torch.bfloat16, device=device)
+    tg = torch.tensor(g, dtype=torch.float32, device=device)
+    tb = torch.tensor(beta, dtype=torch.float32, device=device)
+    _, inv = my_kernel(tk.float().cpu().numpy(), tg.cpu().numpy(), tb.cpu().numpy())
+    assert_inverse_close(torch.tensor(inv, device=device), tk, tg, tb, rel_rmse=1e-3)

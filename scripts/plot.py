@@ -10,14 +10,15 @@ besides --x, path and method), one row per metric:
   * the share of finite inverses with its 95% Wilson interval.
 The legend names the series, the band, the interval and the sample count.
 Sizes for one- and two-column figures (--width single|double: 3.5 in and
-7.16 in), the Okabe-Ito palette with a distinct marker per series, the
+7.16 in; by default the one column up to two panels, the text width beyond),
+the Okabe-Ito palette with a distinct marker per series, the
 format from the file name (.png, .pdf, .svg). Reads only the report JSON.
 
 usage: scripts/plot.py REPORT... -o FILE.png|pdf|svg [--x AXIS] [--facet AXIS]
                        [--metric NAME]... [--no-share] [--where AXIS=V1,V2]...
-                       [--width single|double] [--columns N] [--dpi N]
+                       [--width single|double|auto] [--columns N] [--dpi N]
        scripts/plot.py --methods REPORT... -o FILE [--cost BENCH_JSON]... [--metric NAME]
-                       [--where AXIS=V1,V2]... [--width single|double] [--columns N] [--dpi N]
+                       [--where AXIS=V1,V2]... [--width single|double|auto] [--columns N] [--dpi N]
        scripts/plot.py --trace SEARCH_JSON... -o FILE [--no-lanes] [--hline VALUE=LABEL]...
 """
 
@@ -67,6 +68,22 @@ PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#0
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 WIDTHS = {"single": 3.5, "double": 7.16}  # inches: one column, the full text width
 MAX_COLUMNS = {"single": 3, "double": 5}  # facets per row before they wrap
+# --width auto (the default): one column for up to AUTO_SINGLE panels, the
+# text width beyond, where three or more panels in 3.5 in clip their titles.
+AUTO_SINGLE = 2
+
+
+def resolve_width(width, panels):
+    """single or double: --width as given, or by the panel count for auto."""
+    if width != "auto":
+        return width
+    return "single" if panels <= AUTO_SINGLE else "double"
+
+
+def balanced_columns(panels, most):
+    """Columns for `panels` in rows of at most `most`, the rows as even as can be (6 in 5: 3 + 3, not 5 + 1)."""
+    rows = math.ceil(panels / most)
+    return math.ceil(panels / rows)
 SERIES_AXES = ("path", "method")
 EXTENSIONS = (".png", ".pdf", ".svg")
 
@@ -471,7 +488,8 @@ def figure(layout, metrics, with_share, width, columns, plt, np):
                                            and e["samples"] - e["metrics"][m]["finite_count"] > 0
                                            for e in layout.entries)] for m in metrics}
     facets = layout.facets
-    ncols = min(len(facets), columns or MAX_COLUMNS[width])
+    width = resolve_width(width, len(facets))
+    ncols = min(len(facets), columns or balanced_columns(len(facets), MAX_COLUMNS[width]))
     nblocks = math.ceil(len(facets) / ncols)
     fig_w = WIDTHS[width]
     panel_h = min(max(fig_w / ncols * 0.7, 1.15), 1.7)
@@ -580,13 +598,10 @@ def plot_trace(argv):
         if rep.get("schema") != "chunkinv.search/1":
             raise ReportError(f"{path}: not a chunkinv search report (schema {rep.get('schema')!r})")
         runs.append((path, rep))
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        print(f"plot.py: {sys.executable} lacks matplotlib ({err.name})", file=sys.stderr)
+    libs = import_matplotlib()
+    if libs is None:
         return 2
+    plt, _ = libs
     fig, ax = plt.subplots(figsize=(5.0, 3.2))
     colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
     finite_top = 0
@@ -887,7 +902,8 @@ def methods_figure(layout, metric, width, columns, plt, np):
                                            and e["samples"] - e["metrics"][metric]["finite_count"] > 0
                                            for e in layout.entries)] for p in layout.paths}
     strip_heights = {p: len(rows) if with_cost else min(1, len(rows)) for p, rows in strips.items()}
-    fit = layout.chunks if 0 < layout.chunks <= MAX_COLUMNS[width] else MAX_COLUMNS[width]
+    width = resolve_width(width, len(facets))
+    fit = layout.chunks if 0 < layout.chunks <= MAX_COLUMNS[width] else balanced_columns(len(facets), MAX_COLUMNS[width])
     ncols = min(len(facets), columns or fit)
     nblocks = math.ceil(len(facets) / ncols)
     fig_w = WIDTHS[width]
@@ -984,17 +1000,47 @@ def save(fig, output, dpi):
         raise ReportError(f"output {output}: cannot be written ({e.strerror})") from None
 
 
+# Pythons that may have matplotlib when the one running this lacks it: the
+# system's (Debian's python3-matplotlib), then the python3 on PATH; or only
+# the one named by CHUNKINV_PLOT_PYTHON.
+OTHER_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
+REEXEC_ENV = "CHUNKINV_PLOT_REEXEC"  # set in the re-executed script: never a second hop
+
+
+def python_with_matplotlib():
+    """Another interpreter that imports matplotlib and numpy, or None. Compared by path, not by the file it
+    links to: a venv's python3 is a link to the system's and still lacks the system's packages."""
+    import shutil
+    import subprocess
+
+    named = os.environ.get("CHUNKINV_PLOT_PYTHON")
+    seen = {os.path.abspath(sys.executable)}
+    for cand in (named,) if named else (*OTHER_PYTHONS, shutil.which("python3")):
+        if not cand or not os.access(cand, os.X_OK) or os.path.abspath(cand) in seen:
+            continue
+        seen.add(os.path.abspath(cand))
+        if subprocess.run([cand, "-c", "import matplotlib, numpy"], capture_output=True).returncode == 0:
+            return cand
+    return None
+
+
 def import_matplotlib():
-    """(plt, np), or None after a line on stderr saying what is missing."""
+    """(plt, np), or None after one line on stderr saying how to get them. Where this interpreter lacks them
+    and another has them (a venv's python3 beside the system's), the script is run again with that one."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         import numpy as np
     except ImportError as err:
-        print(f"plot.py: {sys.executable} lacks matplotlib/numpy ({err.name}); install them "
-              "(Debian: apt-get install python3-matplotlib) or run the script with a Python that has them",
-              file=sys.stderr)
+        other = None if os.environ.get(REEXEC_ENV) else python_with_matplotlib()
+        if other:
+            sys.stdout.flush()
+            os.environ[REEXEC_ENV] = "1"
+            os.execv(other, [other, os.path.abspath(__file__), *sys.argv[1:]])
+        print(f"plot.py: {sys.executable} lacks {err.name} and no other Python here has matplotlib and numpy; "
+              "install them (Debian: apt-get install python3-matplotlib; else pip install matplotlib) or name a "
+              "Python that has them in CHUNKINV_PLOT_PYTHON", file=sys.stderr)
         return None
     return plt, np
 
@@ -1013,10 +1059,12 @@ def plot_methods(argv):
                         help=f"the error (default {DEFAULT_METRICS[0]}; inv_gold_l_rel_rmse: on the exact L)")
     parser.add_argument("--where", action="append", metavar="AXIS=V1,V2",
                         help="only entries whose AXIS is one of the values (repeatable)")
-    parser.add_argument("--width", choices=sorted(WIDTHS), default="single",
-                        help="single: one column (3.5 in), double: the text width (7.16 in)")
+    parser.add_argument("--width", choices=[*sorted(WIDTHS), "auto"], default="auto",
+                        help="single: one column (3.5 in), double: the text width (7.16 in), auto (default): "
+                             f"single for up to {AUTO_SINGLE} panels, else double")
     parser.add_argument("--columns", type=int,
-                        help="panels per row (default: the chunk sizes where they fit, else 3 single, 5 double)")
+                        help="panels per row (default: the chunk sizes where they fit, else at most 3 single, "
+                             "5 double, in even rows)")
     parser.add_argument("--dpi", type=int, default=300, help="resolution of a PNG (default 300)")
     args = parser.parse_args(argv)
     if not args.output.lower().endswith(EXTENSIONS):
@@ -1078,9 +1126,11 @@ def main(argv):
     parser.add_argument("--no-share", action="store_true", help="leave out the row of finite shares")
     parser.add_argument("--where", action="append", metavar="AXIS=V1,V2",
                         help="only entries whose AXIS is one of the values (repeatable)")
-    parser.add_argument("--width", choices=sorted(WIDTHS), default="single",
-                        help="single: one column (3.5 in), double: the text width (7.16 in)")
-    parser.add_argument("--columns", type=int, help="facets per row (default: 3 single, 5 double)")
+    parser.add_argument("--width", choices=[*sorted(WIDTHS), "auto"], default="auto",
+                        help="single: one column (3.5 in), double: the text width (7.16 in), auto (default): "
+                             f"single for up to {AUTO_SINGLE} panels, else double")
+    parser.add_argument("--columns", type=int,
+                        help="facets per row (default: at most 3 single, 5 double, in rows as even as can be)")
     parser.add_argument("--dpi", type=int, default=300, help="resolution of a PNG (default 300)")
     args = parser.parse_args(argv)
     if not args.output.lower().endswith(EXTENSIONS):

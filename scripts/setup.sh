@@ -6,6 +6,10 @@
 #                     run.sh builds only the chunkinv binary)
 #   SETUP_TESTS       ON: the tests are configured (GoogleTest needed);
 #                     AUTO (run.sh): kept as the build folder has them, OFF in a new one
+#   PYTHON            the interpreter the Python module chunkinv._core is
+#                     built for, in the same build (default /usr/bin/python3,
+#                     whose Debian packages scripts/python-setup.sh installs);
+#                     built where pybind11 is found, into $BUILD_DIR/python
 #   CHUNKINV_CUDA     ON or OFF: the GPU paths; default ON where an NVIDIA
 #                     driver is loaded and nvcc is found, or where the build
 #                     folder has them and nvcc is found, else OFF
@@ -73,10 +77,21 @@ if [ -z "$cuda" ]; then
   fi
 fi
 
-if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || [ "$(cached CHUNKINV_CUDA)" != "$cuda" ] || [ "$(cached BUILD_TESTING)" != "$tests" ]; then
+# A folder configured before pybind11 and DLPack's header were installed
+# (run.sh, then test.sh installs them) is configured again to find them:
+# seconds, and nothing already built is rebuilt.
+module_now_possible() {
+  [ "$(cached CHUNKINV_PYTHON)" = AUTO ] && [ -e /usr/include/pybind11/pybind11.h ] && [ -e /usr/include/dlpack/dlpack.h ] &&
+    compgen -G "/usr/include/python3*/Python.h" > /dev/null &&
+    ! { grep -q '^pybind11_DIR:PATH=/' "$BUILD_DIR/CMakeCache.txt" && grep -q '^CHUNKINV_DLPACK_INCLUDE:PATH=/' "$BUILD_DIR/CMakeCache.txt"; } 2> /dev/null
+}
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || [ "$(cached CHUNKINV_CUDA)" != "$cuda" ] || [ "$(cached BUILD_TESTING)" != "$tests" ] ||
+  module_now_possible; then
   say "configuring into $BUILD_DIR/ (GPU paths $cuda, tests $tests; log $BUILD_DIR.configure.log)"
   mkdir -p "$BUILD_DIR"
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCHUNKINV_CUDA="$cuda" -DBUILD_TESTING="$tests" \
+  python=()
+  [ ! -x "${PYTHON:-/usr/bin/python3}" ] || python=(-DPython3_EXECUTABLE="${PYTHON:-/usr/bin/python3}")
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCHUNKINV_CUDA="$cuda" -DBUILD_TESTING="$tests" "${python[@]}" \
     > "$BUILD_DIR.configure.log" 2>&1 || { cat "$BUILD_DIR.configure.log" >&2; say "configuration failed"; exit 1; }
 fi
 

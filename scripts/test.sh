@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds, and runs the whole test suite through ctest, then the
-# Python package's pytest (scripts/python-setup.sh); fails when either
-# fails. GPU tests skip with a message where there is no GPU.
+# Python package's pytest (scripts/python-setup.sh) on the module the same
+# build made (build/python); fails when either fails. GPU tests skip with a
+# message where there is no GPU.
 #   TEST_PYTHON=OFF   ctest only (no Python packages installed, no pytest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,8 @@ if [ -z "${CHUNKINV_CUDA:-}" ] && { command -v nvcc > /dev/null || [ -x /usr/loc
   export CHUNKINV_CUDA=ON
 fi
 python="${TEST_PYTHON:-ON}"
-# Debian's Python packages first: the plot script's ctest tests (PlotScript.*)
+# Debian's Python packages first: the build makes the Python module where
+# they are (pybind11, DLPack), the plot script's ctest tests (PlotScript.*)
 # draw with /usr/bin/python3's matplotlib, and pytest needs the rest.
 [ "$python" = OFF ] || scripts/python-setup.sh --deps
 . scripts/setup.sh

@@ -1,7 +1,9 @@
 """chunkinv from Python: the gold inverse, every CPU path and method, the
 per-sample metrics and scoring of a kernel's own L / INV, on NumPy arrays
-(or anything with ``__array__`` or ``__dlpack__``: torch CPU tensors, BF16
-included), and reports as pandas DataFrames. See docs/python.md.
+or anything that exports DLPack (torch tensors on the CPU or a CUDA GPU,
+BF16 included, read where they lie) or has ``__array__``; the GPU paths
+where there is a GPU; reports as pandas DataFrames; pytest assertions in
+``chunkinv.testing``. Results are NumPy arrays. See docs/python.md.
 
 Inputs are those of ``chunkinv run --inputs``: ``keys [N, C, d]``, ``g [N, C]``,
 ``beta [N, C]`` (one chunk per sample; ``[C, d]`` / ``[C]`` for a single
@@ -17,44 +19,60 @@ import numpy as _np
 
 from . import _core
 
-__all__ = ["paths", "methods", "gold", "inverse", "score", "chunked", "aggregate", "load_report", "version"]
+__all__ = ["paths", "methods", "gold", "inverse", "score", "chunked", "aggregate", "load_report", "testing",
+           "version"]
 version = _core.version
 
 
-def _f64(x, name):
-    """x as a C-ordered float64 NumPy array, exactly (BF16/FP16/FP32 widen exactly)."""
+def _array(x, name):
+    """x as the C++ module reads it: a NumPy array of a number type (through its buffer), or an object that
+    exports DLPack (torch tensors on the CPU or a CUDA GPU, BF16 included: read where they lie, widened
+    exactly); anything else (lists, ``__array__``) as NumPy converts it."""
     if x is None:
         return None
-    a = None
     if isinstance(x, _np.ndarray):
         a = x
+    elif hasattr(x, "__dlpack__") and hasattr(x, "shape"):
+        # torch refuses to export a tensor that requires grad; its values are all that is read.
+        return x.detach() if callable(getattr(x, "detach", None)) else x
+    elif hasattr(x, "__dlpack__") and _dlpack_on_cpu(x):
+        a = _np.from_dlpack(x)  # no shape to read: NumPy's view of the same memory
     else:
         try:
             a = _np.asarray(x)
         except (TypeError, RuntimeError, ValueError):
             a = None
-        if a is None or a.dtype == object:
-            if hasattr(x, "float") and callable(x.float):
-                # torch.bfloat16 has no NumPy type: widen in its own library first (exact).
-                f = x.detach().cpu().float() if hasattr(x, "detach") else x.float()
-                a = _np.asarray(f)
-            elif hasattr(x, "__dlpack__"):
-                a = _np.from_dlpack(x)
-            else:
-                raise TypeError(f"{name}: cannot read a {type(x).__name__} as an array")
-    if a.dtype == object:
-        raise TypeError(f"{name}: not a numeric array")
-    if a.dtype.kind not in "fiub" and str(a.dtype) != "bfloat16":
+        if (a is None or a.dtype == object) and callable(getattr(x, "float", None)):
+            a = _np.asarray(x.float())  # a tensor type NumPy cannot hold: widened in its own library (exact)
+        if a is None:
+            raise TypeError(f"{name}: cannot read a {type(x).__name__} as an array")
+    if a.dtype.kind not in "fiub":
         raise TypeError(f"{name}: dtype {a.dtype} is not a number type")
-    return _np.ascontiguousarray(a.astype(_np.float64))
+    return a
+
+
+def _dlpack_on_cpu(x):
+    return not hasattr(x, "__dlpack_device__") or x.__dlpack_device__()[0] == 1  # kDLCPU
+
+
+def _lead(x):
+    """One sample given without its batch axis: that axis added (a view for NumPy, torch and DLPack CPU data)."""
+    try:
+        return x[None]
+    except TypeError:
+        return _np.from_dlpack(x)[None]
+
+
+def _ndim(x):
+    return len(x.shape)
 
 
 def _inputs(keys, g, beta, cu_seqlens):
-    k, gg, b = _f64(keys, "keys"), _f64(g, "g"), _f64(beta, "beta")
-    single = k.ndim == 2 and gg.ndim in (1, 2) and b.ndim == 1  # one sample: [C, d], [C] (or [C, d]), [C]
+    k, gg, b = _array(keys, "keys"), _array(g, "g"), _array(beta, "beta")
+    single = _ndim(k) == 2 and _ndim(gg) in (1, 2) and _ndim(b) == 1  # one sample: [C, d], [C] (or [C, d]), [C]
     if single:
-        k, gg, b = k[None], gg[None], b[None]
-    cu = None if cu_seqlens is None else _f64(cu_seqlens, "cu_seqlens")
+        k, gg, b = _lead(k), _lead(gg), _lead(b)
+    cu = None if cu_seqlens is None else _array(cu_seqlens, "cu_seqlens")
     return k, gg, b, cu, single
 
 
@@ -91,12 +109,12 @@ def score(inv, keys, g, beta, *, L=None, decay=None, inv_decay=None, method="", 
     k, gg, b, cu, one = _inputs(keys, g, beta, cu_seqlens)
 
     def mat(x, name):
-        a = _f64(x, name)
-        return a[None] if a is not None and one and a.ndim == 2 else a
+        a = _array(x, name)
+        return _lead(a) if a is not None and one and _ndim(a) == 2 else a
 
     def row(x, name):
-        a = _f64(x, name)
-        return a[None] if a is not None and one and a.ndim == 1 else a
+        a = _array(x, name)
+        return _lead(a) if a is not None and one and _ndim(a) == 1 else a
 
     return _core.score(mat(inv, "inv"), mat(L, "L"), k, gg, b, row(decay, "decay"), row(inv_decay, "inv_decay"),
                        method, cu, chunk, tail, threads)
@@ -112,7 +130,14 @@ def chunked(keys, g, beta, *, cu_seqlens=None, chunk=0, tail="pad"):
 def aggregate(values, *, flag=False):
     """The report's statistics of per-sample values (median with infinities last, mean of the finite, p10,
     p90, p99, p999 (p99.9), p999999 (p99.9999), min, max, finite_count; Wilson interval for a 0/1 metric with flag=True)."""
-    return _core.aggregate(_f64(values, "values").ravel(), flag)
+    return _core.aggregate(_np.asarray(_host(values), dtype=_np.float64).ravel(), flag)
+
+
+def _host(x):
+    """A small array (per-sample values) as NumPy, wherever it lies: torch tensors are moved and widened."""
+    if isinstance(x, _np.ndarray) or not callable(getattr(x, "detach", None)):
+        return x
+    return x.detach().cpu().double().numpy()
 
 
 def _number(v):
@@ -162,3 +187,6 @@ def load_report(path, *, per_sample=None):
         df[c] = df[c].astype("category")
     df["value"] = df["value"].astype("float64")
     return df
+
+
+from . import testing  # noqa: E402  (chunkinv.testing.assert_inverse_close; it uses the functions above)

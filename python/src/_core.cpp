@@ -1,16 +1,27 @@
 // chunkinv._core: the C++ library behind the Python package (docs/python.md).
-// Arrays come in as FP64 (the package's wrappers convert BF16/FP16/FP32
-// exactly), go through the tensor-set checks of `chunkinv run --inputs`, and
-// every path and method is reached through the registries, with the same
-// Path, gold and metric code as the command line.
+// Arrays come in as NumPy arrays (read through the buffer protocol) or as
+// anything that exports DLPack (torch tensors on the CPU or a CUDA GPU,
+// BF16 included, read where they lie); their values are widened exactly to
+// the FP64 of the library's tensors, go through the tensor-set checks of
+// `chunkinv run --inputs`, and every path and method is reached through the
+// registries, with the same Path, gold and metric code as the command line.
+#include <dlpack/dlpack.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#if CHUNKINV_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include "core/error.hpp"
+#include "gpu/gpu.hpp"
+#include "io/tensor.hpp"
 #include "core/thread_pool.hpp"
 #include "inputs/tensor_set.hpp"
 #include "metrics/metrics.hpp"
@@ -35,6 +46,102 @@ Tensor tensor_of(const Array& a) {
   return t;
 }
 
+// --- DLPack ------------------------------------------------------------------
+// The array API's exchange protocol: x.__dlpack__() hands over a capsule
+// named "dltensor" holding a DLManagedTensor (dlpack/dlpack.h, Debian's
+// libdlpack-dev); the consumer renames it "used_dltensor" and calls its
+// deleter when done. NumPy >= 1.22 and torch export it; pybind11 has no type
+// for it.
+
+DType dtype_of(const DLDataType& t, const std::string& name) {
+  if (t.lanes == 1) {
+    if (t.code == kDLFloat && t.bits == 16) return DType::kF16;
+    if (t.code == kDLFloat && t.bits == 32) return DType::kF32;
+    if (t.code == kDLFloat && t.bits == 64) return DType::kF64;
+    if (t.code == kDLBfloat && t.bits == 16) return DType::kBF16;
+    if (t.code == kDLInt && t.bits == 16) return DType::kI16;
+    if (t.code == kDLInt && t.bits == 32) return DType::kI32;
+    if (t.code == kDLInt && t.bits == 64) return DType::kI64;
+    if (t.code == kDLUInt && t.bits == 8) return DType::kU8;
+    if (t.code == kDLUInt && t.bits == 16) return DType::kU16;
+  }
+  throw UsageError(name + ": DLPack dtype (code " + std::to_string(t.code) + ", " + std::to_string(t.bits) +
+                   " bits, " + std::to_string(t.lanes) + " lanes) is not a number type chunkinv reads");
+}
+
+// The bytes [first, first + size) of a CUDA tensor, on the host: the
+// library's paths take their samples from host memory.
+std::string device_bytes(const char* first, size_t size, const std::string& name) {
+#if CHUNKINV_HAVE_CUDA
+  if (const std::string why = gpu::unavailable_reason(); !why.empty())
+    throw UsageError(name + ": a CUDA tensor, and no usable GPU here (" + why + ")");
+  std::string host(size, '\0');
+  if (const cudaError_t e = cudaMemcpy(host.data(), first, size, cudaMemcpyDeviceToHost); e != cudaSuccess)
+    throw UsageError(name + ": copying the CUDA tensor to the host failed (" + cudaGetErrorString(e) + ")");
+  return host;
+#else
+  (void)first, (void)size;
+  throw UsageError(name + ": a CUDA tensor, and this chunkinv was built without CUDA (build it where nvcc is)");
+#endif
+}
+
+Tensor tensor_of_dlpack(const py::object& o, const std::string& name) {
+  int device = kDLCPU;
+  if (py::hasattr(o, "__dlpack_device__")) device = o.attr("__dlpack_device__")().cast<py::tuple>()[0].cast<int>();
+  if (device != kDLCPU && device != kDLCUDA && device != kDLCUDAHost && device != kDLCUDAManaged)
+    throw UsageError(name + ": DLPack device type " + std::to_string(device) + " is neither the CPU nor a CUDA GPU");
+  // Stream 1, CUDA's legacy default stream, is the one cudaMemcpy below
+  // runs on: the producer makes it wait for the work that writes the tensor.
+  const py::object capsule = device == kDLCUDA ? o.attr("__dlpack__")(py::arg("stream") = 1) : o.attr("__dlpack__")();
+  if (!PyCapsule_IsValid(capsule.ptr(), "dltensor"))
+    throw UsageError(name + ": __dlpack__() did not return an unused DLPack capsule");
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  PyCapsule_SetName(capsule.ptr(), "used_dltensor");
+  const std::unique_ptr<DLManagedTensor, void (*)(DLManagedTensor*)> owned(managed, [](DLManagedTensor* m) {
+    if (m->deleter) m->deleter(m);
+  });
+  const DLTensor& t = managed->dl_tensor;
+  const DType dtype = dtype_of(t.dtype, name);
+  const int64_t size = dtype_size(dtype);
+  Tensor out;
+  out.dtype = DType::kF64;  // the values are exact in FP64, as NumPy's arrays are given
+  out.shape.assign(t.shape, t.shape + t.ndim);
+  // Strides in elements (none: C order); the span of elements they reach.
+  std::vector<int64_t> stride(t.ndim);
+  int64_t numel = 1, lo = 0, hi = 0;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    stride[i] = t.strides ? t.strides[i] : (i == t.ndim - 1 ? 1 : stride[i + 1] * t.shape[i + 1]);
+    if (t.shape[i] < 0) throw UsageError(name + ": DLPack shape has a negative extent");
+    numel *= t.shape[i];
+    if (t.shape[i] > 0) (stride[i] < 0 ? lo : hi) += stride[i] * (t.shape[i] - 1);
+  }
+  if (numel == 0) return out;
+  const char* base = static_cast<const char*>(t.data) + t.byte_offset;
+  std::string device_copy;
+  if (device == kDLCUDA) {
+    device_copy = device_bytes(base + lo * size, static_cast<size_t>((hi - lo + 1) * size), name);
+    base = device_copy.data() - lo * size;
+  }
+  // Gathered into C order, then decoded by the tensor files' one routine.
+  std::string bytes(static_cast<size_t>(numel * size), '\0');
+  std::vector<int64_t> index(t.ndim, 0);
+  for (int64_t k = 0; k < numel; ++k) {
+    int64_t at = 0;
+    for (int i = 0; i < t.ndim; ++i) at += index[i] * stride[i];
+    std::memcpy(bytes.data() + k * size, base + at * size, static_cast<size_t>(size));
+    for (int i = t.ndim - 1; i >= 0 && ++index[i] == t.shape[i]; --i) index[i] = 0;
+  }
+  out.values = decode(bytes, dtype, static_cast<uint64_t>(numel));
+  return out;
+}
+
+// A NumPy array through its buffer, anything else that exports DLPack
+// through that, the rest (lists, scalars) as NumPy converts it.
+Tensor tensor_of(const py::object& o, const std::string& name) {
+  if (!py::isinstance<py::array>(o) && py::hasattr(o, "__dlpack__")) return tensor_of_dlpack(o, name);
+  return tensor_of(o.cast<Array>());
+}
+
 Array array_of(const std::vector<double>& v, std::vector<py::ssize_t> shape) {
   Array a(shape);
   std::copy(v.begin(), v.end(), a.mutable_data());
@@ -56,11 +163,12 @@ struct Samples {
   int chunk = 0;
 };
 
-Samples samples_of(const Array& keys, const Array& g, const Array& beta, const py::object& cu_seqlens, int chunk,
-                   const std::string& tail) {
-  TensorMap m{{"keys", tensor_of(keys)}, {"g", tensor_of(g)}, {"beta", tensor_of(beta)}};
+Samples samples_of(const py::object& keys, const py::object& g, const py::object& beta, const py::object& cu_seqlens,
+                   int chunk, const std::string& tail) {
+  TensorMap m{{"keys", tensor_of(keys, "arrays[keys]")}, {"g", tensor_of(g, "arrays[g]")},
+              {"beta", tensor_of(beta, "arrays[beta]")}};
   if (!cu_seqlens.is_none()) {
-    Tensor t = tensor_of(cu_seqlens.cast<Array>());
+    Tensor t = tensor_of(cu_seqlens, "arrays[cu_seqlens]");
     t.dtype = DType::kI64;
     m["cu_seqlens"] = std::move(t);
   }
@@ -122,7 +230,7 @@ py::dict outputs_dict(const std::vector<PathOutput>& out, const std::vector<Gold
   return d;
 }
 
-py::dict gold(const Array& keys, const Array& g, const Array& beta, const py::object& cu, int chunk,
+py::dict gold(const py::object& keys, const py::object& g, const py::object& beta, const py::object& cu, int chunk,
               const std::string& tail, int threads) {
   Samples s = samples_of(keys, g, beta, cu, chunk, tail);
   std::vector<GoldOutput> gd;
@@ -144,7 +252,7 @@ py::dict gold(const Array& keys, const Array& g, const Array& beta, const py::ob
   return d;
 }
 
-py::dict inverse(const Array& keys, const Array& g, const Array& beta, const std::string& path,
+py::dict inverse(const py::object& keys, const py::object& g, const py::object& beta, const std::string& path,
                  const std::string& method, const py::object& cu, int chunk, const std::string& tail, int threads) {
   Samples s = samples_of(keys, g, beta, cu, chunk, tail);
   const std::vector<PathChoice> choices = parse_paths(path);
@@ -169,30 +277,32 @@ py::dict inverse(const Array& keys, const Array& g, const Array& beta, const std
   return outputs_dict(out, gd, m, s.chunk);
 }
 
-py::dict score(const py::object& inv, const py::object& l, const Array& keys, const Array& g, const Array& beta,
+py::dict score(const py::object& inv, const py::object& l, const py::object& keys, const py::object& g, const py::object& beta,
                const py::object& decay, const py::object& inv_decay, const std::string& method, const py::object& cu,
                int chunk, const std::string& tail, int threads) {
   Samples s = samples_of(keys, g, beta, cu, chunk, tail);
   const size_t n = s.samples.size();
   const int c = s.chunk;
   if (inv.is_none() && l.is_none()) throw UsageError("score needs inv and/or L");
+  // The kernel's matrices [N, C, C] and decay rows [N, C], any array type.
   auto mats = [&](const py::object& o, const char* name) {
     std::vector<Mat> v;
     if (o.is_none()) return v;
-    const Array a = o.cast<Array>();
-    if (a.ndim() != 3 || a.shape(0) != static_cast<py::ssize_t>(n) || a.shape(1) != c || a.shape(2) != c)
-      throw UsageError(std::string(name) + ": shape is not [N, C, C] = (" + std::to_string(n) + ", " +
-                       std::to_string(c) + ", " + std::to_string(c) + ")");
-    for (size_t i = 0; i < n; ++i) v.push_back(Eigen::Map<const Mat>(a.data() + i * c * c, c, c));
+    const Tensor a = tensor_of(o, name);
+    if (a.shape != std::vector<int64_t>{static_cast<int64_t>(n), c, c})
+      throw UsageError(std::string(name) + ": shape " + shape_string(a.shape) + " is not [N, C, C] = (" +
+                       std::to_string(n) + ", " + std::to_string(c) + ", " + std::to_string(c) + ")");
+    for (size_t i = 0; i < n; ++i) v.push_back(Eigen::Map<const Mat>(a.values.data() + i * c * c, c, c));
     return v;
   };
   auto rows = [&](const py::object& o, const char* name) {
     std::vector<std::vector<double>> v;
     if (o.is_none()) return v;
-    const Array a = o.cast<Array>();
-    if (a.ndim() != 2 || a.shape(0) != static_cast<py::ssize_t>(n) || a.shape(1) != c)
-      throw UsageError(std::string(name) + ": shape is not [N, C] = (" + std::to_string(n) + ", " + std::to_string(c) + ")");
-    for (size_t i = 0; i < n; ++i) v.emplace_back(a.data() + i * c, a.data() + (i + 1) * c);
+    const Tensor a = tensor_of(o, name);
+    if (a.shape != std::vector<int64_t>{static_cast<int64_t>(n), c})
+      throw UsageError(std::string(name) + ": shape " + shape_string(a.shape) + " is not [N, C] = (" +
+                       std::to_string(n) + ", " + std::to_string(c) + ")");
+    for (size_t i = 0; i < n; ++i) v.emplace_back(a.values.data() + i * c, a.values.data() + (i + 1) * c);
     return v;
   };
   const std::vector<Mat> ls = mats(l, "L"), invs = mats(inv, "inv");
@@ -212,7 +322,7 @@ py::dict score(const py::object& inv, const py::object& l, const Array& keys, co
   return outputs_dict(out, gd, m, c);
 }
 
-py::dict chunked(const Array& keys, const Array& g, const Array& beta, const py::object& cu, int chunk,
+py::dict chunked(const py::object& keys, const py::object& g, const py::object& beta, const py::object& cu, int chunk,
                  const std::string& tail) {
   Samples s = samples_of(keys, g, beta, cu, chunk, tail);
   const auto n = static_cast<py::ssize_t>(s.samples.size());

@@ -865,7 +865,10 @@ TEST(PlotScript, MethodsAgainstCostWithTheParetoFrontAndNonFiniteCountsApart) {
   text = read_file(svg);
   EXPECT_EQ(text.find("Not a cost per method"), std::string::npos);
   EXPECT_NE(text.find("Pareto front of the medians"), std::string::npos);
-  ASSERT_EQ(testing::run_shell(plot_command("--methods '" + report + "' -o '" + png + "' --dpi 100 --cost '" +
+  // Four panels: the default (auto) is the text width; one column when asked.
+  ASSERT_EQ(testing::run_shell(plot_command("--methods '" + report + "' -o '" + png + "' --dpi 100")).status, 0);
+  EXPECT_EQ(png_width(read_file(png)), 716u);
+  ASSERT_EQ(testing::run_shell(plot_command("--methods '" + report + "' -o '" + png + "' --dpi 100 --width single --cost '" +
                                             shared + "'")).status,
             0);
   EXPECT_EQ(png_width(read_file(png)), 350u);
