@@ -16,6 +16,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/meta.hpp"
+#include "cli/summary.hpp"
 #include "core/error.hpp"
 #include "core/limits.hpp"
 #include "core/progress.hpp"
@@ -290,7 +291,11 @@ void run(const RunArgs& a) {
   nlohmann::json run_identity = identity;
   run_identity.erase("entries");
   if (shard) identity["shard"] = fmt::format("{}/{}", shard->index, shard->count);
-  StatsOptions stats{a.per_sample, quantiles, shard || until, until ? &*until : nullptr};
+  StatsOptions stats;
+  stats.per_sample = a.per_sample;
+  stats.quantiles = quantiles;
+  stats.keep_state = shard || until;
+  stats.until = until ? &*until : nullptr;
   stats.worst = worst;
   stats.worst_by = worst_by;
 
@@ -438,21 +443,7 @@ void run(const RunArgs& a) {
   }
   if (a.quiet) return;
   const std::vector<NamedReport> shown{{a.output.empty() ? spec.name : a.output, report}};
-  // The worst samples beside a Markdown table; on stderr where stdout holds
-  // the report or a table for machines.
-  const std::string worst_list = worst ? worst_text(shown, worst, worst_by) : "";
-  if (out && out->to_stdout()) {
-    std::fputs(worst_list.c_str(), stderr);
-    return;
-  }
-  const Table table = build_table(shown, "summary");
-  std::cout << format_table(table, format) << (legend ? format_legend(table, format) : "");
-  if (format == TableFormat::kMarkdown) {
-    if (!worst_list.empty()) std::cout << "\n" << worst_list;
-  } else {
-    std::fputs(worst_list.c_str(), stderr);
-  }
-  if (out) std::fprintf(stderr, "report written to %s\n", out->path().c_str());
+  print_summary(shown, out ? &*out : nullptr, format, legend, worst, worst_by);
 }
 
 }  // namespace

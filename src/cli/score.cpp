@@ -11,6 +11,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/meta.hpp"
+#include "cli/summary.hpp"
 #include "core/error.hpp"
 #include "core/limits.hpp"
 #include "core/output_file.hpp"
@@ -105,22 +106,8 @@ void score(const ScoreArgs& a) {
   report.meta["candidate"] = {{"file", printable(a.candidate)}, {"inputs", printable(a.inputs)}, {"holds", holds}};
   if (out) out->commit(report_to_json(report).dump(1) + "\n");
   if (a.quiet) return;  // -q: nothing but errors, as in every subcommand
-  // As `run` prints it: the table, then the worst samples (on stderr where
-  // stdout holds the report or a table for machines).
   const std::vector<NamedReport> shown{{a.output.empty() ? spec.name : a.output, report}};
-  const std::string worst_list = worst ? worst_text(shown, worst, worst_by) : "";
-  if (out && out->to_stdout()) {
-    std::fputs(worst_list.c_str(), stderr);
-    return;
-  }
-  const Table table = build_table(shown, "summary");
-  std::cout << format_table(table, format) << (legend ? format_legend(table, format) : "");
-  if (format == TableFormat::kMarkdown) {
-    if (!worst_list.empty()) std::cout << "\n" << worst_list;
-  } else {
-    std::fputs(worst_list.c_str(), stderr);
-  }
-  if (out) std::fprintf(stderr, "report written to %s\n", out->path().c_str());
+  print_summary(shown, out ? &*out : nullptr, format, legend, worst, worst_by);
 }
 
 }  // namespace
