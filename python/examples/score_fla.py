@@ -65,7 +65,10 @@ def main():
     ap.add_argument("--dim", type=int, default=128, help="K = V")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="fla-scores")
+    ap.add_argument("--fla", default=None, help="a folder holding the fla package, searched first (else wherever it is installed)")
     a = ap.parse_args()
+    if a.fla:
+        sys.path.insert(0, os.path.abspath(a.fla))
     why = missing()
     if why:
         print(f"score_fla: skipped: {why}", file=sys.stderr)
