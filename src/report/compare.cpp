@@ -11,7 +11,6 @@
 
 #include "core/error.hpp"
 #include "core/json_read.hpp"
-#include "core/text.hpp"
 #include "metrics/metrics.hpp"
 #include "report/table.hpp"
 
@@ -522,14 +521,17 @@ std::string why_worse(const Comparison& c) {
 
 std::string xml_escape(const std::string& s) {
   std::string out;
-  for (char ch : printable(s)) {  // text (a file name may not be), and no control character XML refuses
+  for (char ch : s) {
     switch (ch) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
       case '\'': out += "&apos;"; break;
-      default: out += ch;
+      default:
+        // XML 1.0 has no other control characters than tab, LF and CR.
+        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') out += ' ';
+        else out += ch;
     }
   }
   return out;
