@@ -27,6 +27,10 @@
 // decays exp(g) come from a kernel of their own before each launch, by
 // detmath's one source (core/detmath_hd.hpp, --fmad=false): the CPU's
 // detmath::exp, bit for bit.
+//
+// The blocks' code is gpu/recurrence_block.hpp, one source with the host
+// emulation that tests it on every machine; this file holds the launches
+// and the host side.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
