@@ -3,7 +3,8 @@
 # build on 16 cores, then each step under a time limit): its GPU tests (bit for bit against the CPU's
 # Recurrence), the same under compute-sanitizer's memcheck and racecheck where it is installed, `chunkinv bench
 # --recurrence` at the peer's shapes (B = 8 and 32, T = 2048, H = 16, K = V = 128, per-channel gates; then
-# per-token gates and one launch for the whole sequence at B = 32), and the peer a user would run instead
+# per-token gates and one launch for the whole sequence at B = 32), `seq --pipeline device` against the host's
+# report (check --exact), and the peer a user would run instead
 # (torch's FP64 recurrence, torch_recurrence_fp64.py from $PEER_DIR, default .ext/peers, a carried, ignored
 # folder) in the same call; the ratio last. Everything is logged under $OUT (gpu-seq.log, the bench JSONs, the
 # peer's output); the summary is the log's last lines. nettle-dev, where the machine lacks it, from .ext/nettle
@@ -24,7 +25,7 @@ cmake -S . -B /tmp/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTU
 cmake --build /tmp/b -j 16 --target chunkinv chunkinv_tests > $OUT/build.log 2>&1 || { grep -A5 -E "error|FAILED" $OUT/build.log | head -40 | tee -a $L; exit 1; }
 t built | tee -a $L
 T=/tmp/b/chunkinv_tests B=/tmp/b/chunkinv
-FILTER='GpuRecurrence.*:Downstream.RecurrenceDots*:Downstream.ChunkedFp64*:Downstream.StrongForgets*:DownstreamCli.BenchRecurrence*'
+FILTER='GpuRecurrence*:Downstream.RecurrenceDots*:Downstream.ChunkedFp64*:Downstream.StrongForgets*:DownstreamCli.BenchRecurrence*:DownstreamCli.SeqPipelineDevice*'
 # 1. the GPU form against the CPU's, bit for bit
 timeout 120 $T --gtest_filter="$FILTER" > $OUT/tests.log 2>&1; echo "tests rc=$? ($FILTER)" | tee -a $L
 grep -E "^\[ *(OK|FAILED|SKIPPED) |Failure|differ|Expected|Which is" $OUT/tests.log | head -40 | tee -a $L
@@ -32,7 +33,7 @@ grep -E "^\[ *(OK|FAILED|SKIPPED) |Failure|differ|Expected|Which is" $OUT/tests.
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ -n "$CS" ]; then
   for tool in memcheck racecheck; do
-    timeout 90 $CS --tool $tool --error-exitcode 9 $T --gtest_filter='GpuRecurrence.EqualsTheCpu*' > $OUT/sanitizer-$tool.log 2>&1
+    timeout 60 $CS --tool $tool --error-exitcode 9 $T --gtest_filter='GpuRecurrence.EqualsTheCpu*' > $OUT/sanitizer-$tool.log 2>&1
     echo "compute-sanitizer $tool rc=$? ($(grep -cE "^========= (Invalid|Error|Race)" $OUT/sanitizer-$tool.log) findings)" | tee -a $L
   done
 else
@@ -49,15 +50,23 @@ run_bench B8 --batch 8
 run_bench B32 --batch 32
 run_bench B32-token --batch 32 --gating token
 run_bench B32-block2048 --batch 32 --block 2048
+# 4. seq with the GPU recurrence as its reference: the host's report, figure for figure
+SEQ=(seq -a family=model_like -a seq_len=2048 -a chunk=64 -a dim=128 -a value_dim=128 -a gating=channel
+     -a 'method=[neumann,fwdsub_fp32]' --samples 2 --threads 16 -q)
+for p in host device; do
+  s0=$SECONDS; timeout 120 $B "${SEQ[@]}" --pipeline $p -o $OUT/seq-$p.json > $OUT/seq-$p.txt 2>&1
+  echo "seq --pipeline $p rc=$? in $(( SECONDS - s0 )) s" | tee -a $L
+done
+$B check $OUT/seq-device.json --baseline $OUT/seq-host.json --exact --changes-only > $OUT/seq-check.txt 2>&1; echo "seq device vs host: check --exact rc=$?" | tee -a $L
 t peer | tee -a $L
-# 4. the peer, in the same call
+# 5. the peer, in the same call
 if [ -f "$PEER" ]; then
   timeout 150 python3 "$PEER" > $OUT/peer.txt 2>&1; echo "peer $PEER rc=$?" | tee -a $L; cat $OUT/peer.txt | tee -a $L
 else
   echo "peer: $PEER not found (set PEER_DIR)" | tee -a $L
 fi
 t done | tee -a $L
-# 5. the summary: ours against the peer at each B
+# 6. the summary: ours against the peer at each B
 python3 - "$OUT" <<'PY' | tee -a $L
 import json, os, re, sys
 out = sys.argv[1]

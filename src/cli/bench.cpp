@@ -499,7 +499,7 @@ void bench_recurrence(const BenchArgs& a) {
     fmt::print("{}\n", j.dump(1));
   } else {
     fmt::print("bench --recurrence: B={} T={} H={} K={} V={}, gates per {}, h0 {}, {} tokens a launch, {}\n", B, T, H, K, V,
-               gating, h0, block, devs.empty() ? std::string("?") : devs[0].get<std::string>());
+               gating, h0, std::min(block, T), devs.empty() ? std::string("?") : devs[0].get<std::string>());
     fmt::print("checked against the CPU recurrence on {} sequences: o {} of {} values differ, final state {} of {}{}\n",
                keep.size(), o_differ, o_values, state_differ, state_values, identical ? " (bit for bit identical)" : "");
     if (identical)

@@ -26,7 +26,7 @@ namespace {
 using json = nlohmann::json;
 
 struct SeqArgs {
-  std::string config, paths, output, table_format = "md", inputs, candidate;
+  std::string config, paths, output, table_format = "md", inputs, candidate, pipeline = "host";
   std::vector<std::string> axes;
   std::optional<uint64_t> samples, seed;
   int threads = 0;
@@ -94,6 +94,10 @@ void seq(SeqArgs a) {
   std::optional<CandidateOutputs> candidate;
   if (!a.candidate.empty()) candidate = load_candidate_outputs(a.candidate, *set);
   const std::vector<PathChoice> paths = parse_paths(paths_text);
+  if (a.pipeline != "host" && a.pipeline != "device")
+    throw UsageError(fmt::format("--pipeline {}: must be host or device (the FP64 recurrence on the GPU)", a.pipeline));
+  const bool device = a.pipeline == "device";
+  if (device) require_device_reference(groups);
   std::optional<OutputFile> out;
   if (!a.output.empty()) {
     out.emplace(a.output);
@@ -107,13 +111,14 @@ void seq(SeqArgs a) {
   opt.seed = a.seed.value_or(0);
   opt.threads = a.threads;
   opt.per_sample = a.per_sample;
+  opt.device_reference = device;
   const std::string started = utc_now();
   SeqRunResult result;
   if (candidate) {
     // The kernel's own outputs: one method (the arithmetic it implements), no path runs.
     const std::string method = axes.contains("method") && axes["method"].is_string() ? axes["method"].get<std::string>()
                                                                                       : "neumann";
-    result.entries = score_candidates(groups, *candidate, parse_method(method).label());
+    result.entries = score_candidates(groups, *candidate, parse_method(method).label(), device);
   } else {
     result = run_sequences(groups, paths, opt);
   }
@@ -137,7 +142,8 @@ void seq(SeqArgs a) {
       {"scale", "K^-1/2"},
       {"decomposition", "total: the path's inverse and the preset's storage; inverse_only: the path's inverse, "
                         "everything else FP64; storage: the exact inverse and the preset's storage"},
-      {"storage", storage}};
+      {"storage", storage},
+      {"reference_pipeline", device ? "device" : "host"}};
   if (out) out->commit(report_to_json(report).dump(1) + "\n");
   if (!out || !out->to_stdout()) {
     if (!a.quiet) std::cout << format_table(build_table({{a.output.empty() ? "seq" : a.output, report}}, "downstream"), format);
@@ -170,6 +176,9 @@ void set_seq_command(CLI::App& app) {
   cmd->add_option("--format", args->table_format, "summary table format: md, latex, csv");
   cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_flag("--per-sample", args->per_sample, "keep every sequence's metric values in the report");
+  cmd->add_option("--pipeline", args->pipeline,
+                  "host (default) or device: the FP64 recurrence every variant is scored against on the GPU "
+                  "(bit for bit the host's, the same report; K 16, 32, 64 or 128)");
   cmd->add_flag("-q,--quiet", args->quiet, "print nothing but errors");
   cmd->add_flag("--list-families", args->list_families, "list the sequence families and their axes");
   cmd->add_flag("--list-storage", args->list_storage, "list the storage presets and what they model");

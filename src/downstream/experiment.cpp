@@ -11,6 +11,8 @@
 #include "downstream/forward.hpp"
 #include "downstream/scores.hpp"
 #include "downstream/storage.hpp"
+#include "gpu/gpu.hpp"
+#include "gpu/recurrence.hpp"
 #include "metrics/stats.hpp"
 #include "paths/gold/gold.hpp"
 
@@ -165,6 +167,33 @@ struct Task {
   Method m;
 };
 
+// The recurrence a sequence is scored against: the CPU's, or the GPU's
+// (bit for bit the same, gpu/recurrence.hpp), one sequence advanced a chunk
+// at a time with its state brought back at every boundary.
+class Reference {
+ public:
+  Reference(const Sequence& s, double scale, bool device) : s_(s), cpu_(s, scale) {
+    if (!device) return;
+    gpu_ = std::make_unique<gpu::DeviceRecurrence>(1, s.key_dim, s.value_dim, s.gating == Gating::kChannel, scale,
+                                                    s.h0.empty() ? nullptr : s.h0.data());
+    state_.resize(s.key_dim, s.value_dim);
+  }
+  void advance(int first, int count, Mat& o) {
+    if (!gpu_) return cpu_.advance(first, count, o);
+    const size_t t = static_cast<size_t>(first), K = s_.key_dim, V = s_.value_dim, W = s_.gate_width();
+    o.resize(count, s_.value_dim);
+    gpu_->advance(count, &s_.q[t * K], &s_.k[t * K], &s_.g[t * W], &s_.beta[t], &s_.v[t * V], o.data());
+    gpu_->state(state_.data());
+  }
+  const Mat& state() const { return gpu_ ? state_ : cpu_.state(); }
+
+ private:
+  const Sequence& s_;
+  Recurrence cpu_;
+  std::unique_ptr<gpu::DeviceRecurrence> gpu_;
+  Mat state_;
+};
+
 // The chunks' inverses come in blocks of about this many tokens: memory
 // O(block), never O(T), whatever the chunk.
 constexpr int kBlockTokens = 4096;
@@ -172,7 +201,7 @@ constexpr int kBlockTokens = 4096;
 // One sequence: every task's values (downstream_metrics(), then the windows).
 std::vector<std::vector<double>> run_one(const Sequence& s, const SeqConfig& cfg, int window, const std::vector<Task>& tasks,
                                          const std::vector<std::vector<const Method*>>& path_methods,
-                                         std::vector<std::unique_ptr<Path>>& paths, ThreadPool& pool) {
+                                         std::vector<std::unique_ptr<Path>>& paths, ThreadPool& pool, bool device_reference) {
   const int C = cfg.chunk, N = s.chunks(C);
   const double scale = default_scale(s);
   const StoragePreset& preset = find_storage(cfg.storage);
@@ -187,7 +216,7 @@ std::vector<std::vector<double>> run_one(const Sequence& s, const SeqConfig& cfg
     forwards.emplace_back(s, C, preset, scale);
     forwards.emplace_back(s, C, fp64_storage(), scale);
   }
-  Recurrence ref(s, scale);
+  Reference ref(s, scale, device_reference);
   Mat ref_rows;
   std::vector<Mat> rows(nv);
   const int block = std::max(1, std::min(N, kBlockTokens / C));
@@ -226,13 +255,13 @@ std::vector<std::vector<double>> run_one(const Sequence& s, const SeqConfig& cfg
 
 }  // namespace
 
-VariantScore score_candidate(const Sequence& s, int window, const Mat& o, const Mat* ht) {
+VariantScore score_candidate(const Sequence& s, int window, const Mat& o, const Mat* ht, bool device_reference) {
   if (o.rows() != s.tokens || o.cols() != s.value_dim)
     throw UsageError(fmt::format("candidate o is {} x {}, the sequence's is {} x {}", o.rows(), o.cols(), s.tokens, s.value_dim));
   if (ht && (ht->rows() != s.key_dim || ht->cols() != s.value_dim))
     throw UsageError(fmt::format("candidate ht is {} x {}, the state's is {} x {}", ht->rows(), ht->cols(), s.key_dim,
                                  s.value_dim));
-  Recurrence ref(s, default_scale(s));
+  Reference ref(s, default_scale(s), device_reference);
   Mat ref_o;
   ref.advance(0, s.tokens, ref_o);
   VariantScore score(s.tokens, window);
@@ -282,8 +311,16 @@ ReportEntry entry_of(const SeqGroup& g, const std::string& path, const std::stri
 
 }  // namespace
 
+void require_device_reference(const std::vector<SeqGroup>& groups) {
+  for (const SeqGroup& g : groups)
+    if (const std::string why = gpu::recurrence_unsupported(g.config.dim, g.config.value_dim); !why.empty())
+      throw UsageError("--pipeline device: " + why);
+  if (const std::string why = gpu::unavailable_reason(); !why.empty())
+    throw UsageError("--pipeline device: the GPU recurrence needs a CUDA GPU: " + why);
+}
+
 std::vector<ReportEntry> score_candidates(const std::vector<SeqGroup>& groups, const CandidateOutputs& outputs,
-                                          const std::string& method) {
+                                          const std::string& method, bool device_reference) {
   std::vector<ReportEntry> entries;
   for (const SeqGroup& g : groups) {
     std::vector<std::string> names;
@@ -295,7 +332,8 @@ std::vector<ReportEntry> score_candidates(const std::vector<SeqGroup>& groups, c
     };
     for (size_t i = 0; i < g.inputs->sequences.size(); ++i) {
       const Sequence& s = g.inputs->sequences[i];
-      const VariantScore score = score_candidate(s, window_of(g, s), outputs.o[i], outputs.ht.empty() ? nullptr : &outputs.ht[i]);
+      const VariantScore score = score_candidate(s, window_of(g, s), outputs.o[i], outputs.ht.empty() ? nullptr : &outputs.ht[i],
+                                                 device_reference);
       put("o_rel_rmse", score.o_rel_rmse());
       if (!outputs.ht.empty()) put("ht_rel_rmse", score.ht_rel_rmse());
       put("o_finite", score.first_nonfinite() < 0 ? 1.0 : 0.0);
@@ -339,7 +377,7 @@ SeqRunResult run_sequences(const std::vector<SeqGroup>& groups, const std::vecto
     std::vector<std::vector<std::vector<double>>> values(tasks.size(), std::vector<std::vector<double>>(names.size()));
     for (uint64_t i = 0; i < samples; ++i) {
       const Sequence s = group.inputs ? group.inputs->sequences[i] : find_source(cfg.family).make(cfg, opt.seed, i);
-      const auto v = run_one(s, cfg, window_of(group, s), tasks, path_methods, instances, pool);
+      const auto v = run_one(s, cfg, window_of(group, s), tasks, path_methods, instances, pool, opt.device_reference);
       for (size_t t = 0; t < tasks.size(); ++t)
         for (size_t k = 0; k < names.size(); ++k) values[t][k].push_back(v[t][k]);
     }

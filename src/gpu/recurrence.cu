@@ -27,6 +27,10 @@
 // decays exp(g) come from a kernel of their own before each launch, by
 // detmath's one source (core/detmath_hd.hpp, --fmad=false): the CPU's
 // detmath::exp, bit for bit.
+//
+// The blocks' code is gpu/recurrence_block.hpp, one source with the host
+// emulation that tests it on every machine; this file holds the launches
+// and the host side.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -34,163 +38,43 @@
 
 #include <cuda_runtime.h>
 
-#include "core/detmath_hd.hpp"
 #include "core/error.hpp"
 #include "gpu/buffers.cuh"
 #include "gpu/check.cuh"
 #include "gpu/gpu.hpp"
 #include "gpu/recurrence.hpp"
+#include "gpu/recurrence_block.hpp"
 
 namespace chunkinv::gpu {
 namespace {
 
 using detail::DeviceBuffer;
 
-constexpr int kSlices = 8;                        // lanes that share a column pair (forward.hpp: kRecurrenceSlices)
-constexpr int kColumnsPerWarp = 32 / kSlices * 2;  // 8
-constexpr int kMaxWarps = 8;                      // 64 columns a block
-constexpr int kStageTokens = 8;                   // tokens in shared memory at a time
-constexpr unsigned kFull = 0xffffffffu;
+using namespace recurrence;
 
-// Token t of sequence s = b H + h in a [B, T, H, X] tensor: row ((b T + t) H + h).
-struct Layout {
-  int tokens = 0, heads = 1;
-  __host__ __device__ size_t row(int s, int t) const {
-    return (size_t(s / heads) * tokens + t) * heads + s % heads;
-  }
+// The device's context for the kernel bodies (gpu/recurrence_block.hpp).
+struct DeviceContext {
+  double* shared;
+  __device__ __forceinline__ int thread() const { return int(threadIdx.x); }
+  __device__ __forceinline__ int threads() const { return int(blockDim.x); }
+  __device__ __forceinline__ int block_x() const { return int(blockIdx.x); }
+  __device__ __forceinline__ int block_y() const { return int(blockIdx.y); }
+  __device__ __forceinline__ double* smem() const { return shared; }
+  __device__ __forceinline__ void sync() const { __syncthreads(); }
+  __device__ __forceinline__ double shfl_xor(double v, int mask) const { return __shfl_xor_sync(0xffffffffu, v, mask); }
 };
 
-struct Args {
-  const double *q, *k, *d, *beta, *v;  // d: the launch's decays, [n][count][gate_width]
-  double* o;
-  double* state;  // [n][K][V]
-  Layout layout;
-  int t0, count, value_dim, gate_width;
-  double scale;
-};
-
-// d[s][j][c] = exp(g of token t0 + j of sequence s, gate column c).
 __global__ void decay_kernel(const double* g, double* d, Layout layout, int t0, int count, int width, size_t total) {
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= total) return;
-  const size_t per_sequence = size_t(count) * width;
-  const int s = int(i / per_sequence);
-  const size_t rest = i % per_sequence;
-  const int j = int(rest / width), c = int(rest % width);
-  d[i] = detmath::hd::exp(g[layout.row(s, t0 + j) * width + c]);
+  if (i < total) decay_one(g, d, layout, t0, count, width, i);
 }
 
-// The column sum of recurrence_dots' order from the lane's slice partials
-// of its two columns; the result is the `kept` column's (lanes r < 4: 0).
-__device__ __forceinline__ double column_sum(double part0, double part1, int kept) {
-  const double mine = kept ? part1 : part0, other = kept ? part0 : part1;
-  double x = __dadd_rn(mine, __shfl_xor_sync(kFull, other, 4));  // P_r + P_(r ^ 4)
-  x = __dadd_rn(x, __shfl_xor_sync(kFull, x, 1));
-  return __dadd_rn(x, __shfl_xor_sync(kFull, x, 2));
-}
-
-// K = 16 NI. Every lane of every warp runs every step (the shuffles need
-// all 32); columns past V hold zeros and are never written.
+// K = 16 NI; 125 registers at NI = 8 (ptxas, sm_90), so two blocks of 8 warps an SM.
 template <int NI>
-__global__ void __launch_bounds__(kMaxWarps * 32, 2) recurrence_kernel(Args a) {
-  constexpr int K = 16 * NI, NR = 2 * NI;
+__global__ void __launch_bounds__(kMaxWarps * 32, 2) recurrence_kernel(const __grid_constant__ Args a) {  // read in place: a reference to a plain parameter is a copy in local memory
   extern __shared__ __align__(16) double smem[];
-  const int cols = kColumnsPerWarp * int(blockDim.x / 32);
-  double* sk = smem;
-  double* sq = sk + kStageTokens * K;
-  double* sd = sq + kStageTokens * K;
-  double* sv = sd + kStageTokens * K;
-  double* sb = sv + kStageTokens * cols;
-  const int s = blockIdx.x, V = a.value_dim;
-  const int lane = threadIdx.x & 31, r = lane & (kSlices - 1), kept = r >> 2;
-  const int col0 = blockIdx.y * cols;
-  const int e0 = col0 + int(threadIdx.x >> 5) * kColumnsPerWarp + (lane / kSlices) * 2;  // columns e0, e0 + 1
-  double* state = a.state + size_t(s) * K * V;
-  double s0[NR], s1[NR];  // row 16 i + 2 r + p at [2 i + p], of column e0 and e0 + 1
-#pragma unroll
-  for (int i = 0; i < NI; ++i)
-#pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      const size_t c = 16 * i + 2 * r + p;
-      s0[2 * i + p] = e0 < V ? state[c * V + e0] : 0.0;
-      s1[2 * i + p] = e0 + 1 < V ? state[c * V + e0 + 1] : 0.0;
-    }
-
-  for (int t = 0; t < a.count; t += kStageTokens) {
-    const int nt = min(kStageTokens, a.count - t);
-    __syncthreads();  // every lane is done with the previous stage
-    for (int i = threadIdx.x; i < nt * (K / 2); i += blockDim.x) {
-      const int j = i / (K / 2), c = 2 * (i % (K / 2));
-      const size_t row = a.layout.row(s, a.t0 + t + j);
-      *reinterpret_cast<double2*>(sk + j * K + c) = *reinterpret_cast<const double2*>(a.k + row * K + c);
-      *reinterpret_cast<double2*>(sq + j * K + c) = *reinterpret_cast<const double2*>(a.q + row * K + c);
-      const double* dj = a.d + (size_t(s) * a.count + t + j) * a.gate_width;
-      if (a.gate_width == 1) {
-        sd[j * K + c] = dj[0];
-        sd[j * K + c + 1] = dj[0];
-      } else {
-        *reinterpret_cast<double2*>(sd + j * K + c) = *reinterpret_cast<const double2*>(dj + c);
-      }
-    }
-    for (int i = threadIdx.x; i < nt * cols; i += blockDim.x) {
-      const int j = i / cols, e = col0 + i % cols;
-      sv[i] = e < V ? a.v[a.layout.row(s, a.t0 + t + j) * V + e] : 0.0;
-    }
-    if (int(threadIdx.x) < nt) sb[threadIdx.x] = a.beta[a.layout.row(s, a.t0 + t + int(threadIdx.x))];
-    __syncthreads();
-
-    for (int j = 0; j < nt; ++j) {
-      const double* kj = sk + j * K + 2 * r;
-      const double* qj = sq + j * K + 2 * r;
-      const double* dj = sd + j * K + 2 * r;
-      // S = diag(e^g) S, then k^T S
-      double c00 = 0.0, c01 = 0.0, c10 = 0.0, c11 = 0.0;  // chain of column x, parity p: cxp
-#pragma unroll
-      for (int i = 0; i < NI; ++i) {
-        const double2 dd = *reinterpret_cast<const double2*>(dj + 16 * i);
-        const double2 kk = *reinterpret_cast<const double2*>(kj + 16 * i);
-        s0[2 * i] = __dmul_rn(s0[2 * i], dd.x);
-        s0[2 * i + 1] = __dmul_rn(s0[2 * i + 1], dd.y);
-        s1[2 * i] = __dmul_rn(s1[2 * i], dd.x);
-        s1[2 * i + 1] = __dmul_rn(s1[2 * i + 1], dd.y);
-        c00 = fma(kk.x, s0[2 * i], c00);
-        c01 = fma(kk.y, s0[2 * i + 1], c01);
-        c10 = fma(kk.x, s1[2 * i], c10);
-        c11 = fma(kk.y, s1[2 * i + 1], c11);
-      }
-      const double dot_k = column_sum(__dadd_rn(c00, c01), __dadd_rn(c10, c11), kept);
-      const double pred = __dmul_rn(sb[j], __dsub_rn(sv[j * cols + (e0 - col0) + kept], dot_k));
-      const double pred_other = __shfl_xor_sync(kFull, pred, 4);
-      const double p0 = kept ? pred_other : pred, p1 = kept ? pred : pred_other;
-      // S += k pred^T, then q^T S
-      c00 = c01 = c10 = c11 = 0.0;
-#pragma unroll
-      for (int i = 0; i < NI; ++i) {
-        const double2 kk = *reinterpret_cast<const double2*>(kj + 16 * i);
-        const double2 qq = *reinterpret_cast<const double2*>(qj + 16 * i);
-        s0[2 * i] = fma(kk.x, p0, s0[2 * i]);
-        s0[2 * i + 1] = fma(kk.y, p0, s0[2 * i + 1]);
-        s1[2 * i] = fma(kk.x, p1, s1[2 * i]);
-        s1[2 * i + 1] = fma(kk.y, p1, s1[2 * i + 1]);
-        c00 = fma(qq.x, s0[2 * i], c00);
-        c01 = fma(qq.y, s0[2 * i + 1], c01);
-        c10 = fma(qq.x, s1[2 * i], c10);
-        c11 = fma(qq.y, s1[2 * i + 1], c11);
-      }
-      const double dot_q = column_sum(__dadd_rn(c00, c01), __dadd_rn(c10, c11), kept);
-      const int e = e0 + kept;
-      if ((r & 3) == 0 && e < V) a.o[a.layout.row(s, a.t0 + t + j) * V + e] = __dmul_rn(a.scale, dot_q);
-    }
-  }
-
-#pragma unroll
-  for (int i = 0; i < NI; ++i)
-#pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      const size_t c = 16 * i + 2 * r + p;
-      if (e0 < V) state[c * V + e0] = s0[2 * i + p];
-      if (e0 + 1 < V) state[c * V + e0 + 1] = s1[2 * i + p];
-    }
+  DeviceContext x{smem};
+  recurrence_block<NI>(a, x);
 }
 
 const void* kernel_of(int K) {
@@ -209,10 +93,10 @@ void launch(const double* q, const double* k, const double* g, const double* bet
   const size_t total = size_t(n) * count * W;
   decay_kernel<<<unsigned((total + 255) / 256), 256>>>(g, d, layout, t0, count, W, total);
   CUDA_CHECK_LAUNCH();
-  const int warps = std::min(kMaxWarps, (V + kColumnsPerWarp - 1) / kColumnsPerWarp);
-  const int cols = warps * kColumnsPerWarp;
-  const dim3 grid(unsigned(n), unsigned((V + cols - 1) / cols));
-  const size_t smem = (3 * size_t(kStageTokens) * K + size_t(kStageTokens) * cols + kStageTokens) * sizeof(double);
+  const Shape sh = shape_of(K, V);
+  const dim3 grid(unsigned(n), unsigned(sh.blocks_per_sequence));
+  const int warps = sh.warps;
+  const size_t smem = sh.smem_bytes;
   const Args a{q, k, d, beta, v, o, state, layout, t0, count, V, W, scale};
   switch (K) {
     case 16: recurrence_kernel<1><<<grid, warps * 32, smem>>>(a); break;

@@ -299,6 +299,32 @@ TEST(DownstreamCli, BenchRecurrenceChecksBeforeItTimes) {
   }
 }
 
+// seq --pipeline device: the recurrence on the GPU, the host's report
+// (every entry, bit for bit); without a GPU one line, exit 2, nothing written.
+TEST(DownstreamCli, SeqPipelineDeviceIsTheHostsReport) {
+  const std::string dir = testing::test_dir("seq-device");
+  const std::string run = "seq -a seq_len=256 -a chunk=16 -a dim=32 -a value_dim=24 -a gating=channel "
+                          "-a initial_state=random -a method=neumann --samples 2 --threads 2 -q";
+  const auto dev = testing::run_chunkinv_in(dir, run + " --pipeline device -o device.json");
+  if (!gpu::unavailable_reason().empty()) {
+    EXPECT_EQ(dev.status, 2) << dev.out;
+    EXPECT_EQ(std::count(dev.out.begin(), dev.out.end(), '\n'), 1) << dev.out;
+    EXPECT_HAS(dev.out, "--pipeline device");
+    EXPECT_FALSE(std::filesystem::exists(dir + "/device.json"));
+  } else {
+    ASSERT_EQ(dev.status, 0) << dev.out;
+    const auto host = testing::run_chunkinv_in(dir, run + " --pipeline host -o host.json");
+    ASSERT_EQ(host.status, 0) << host.out;
+    const json d = testing::load_json(dir + "/device.json"), h = testing::load_json(dir + "/host.json");
+    EXPECT_EQ(d["results"], h["results"]);
+    EXPECT_EQ(d["meta"]["downstream"]["reference_pipeline"], "device");
+  }
+  const auto bad = testing::run_chunkinv_in(dir, "seq -a dim=24 -a seq_len=64 -a chunk=16 --pipeline device -o bad.json");
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/bad.json"));
+}
+
 TEST(DownstreamCli, WritesAReportAndRefusesBadInput) {
   const std::string dir = testing::test_dir("seq");
   const auto ok = testing::run_chunkinv_in(
