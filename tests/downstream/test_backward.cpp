@@ -4,18 +4,21 @@
 // the storage presets and a rounded inverse move the gradients by what they
 // should.
 #include <cmath>
+#include <filesystem>
 #include <functional>
 
 #include <gtest/gtest.h>
 
 #include "core/fp.hpp"
 #include "core/rng.hpp"
+#include "io/zip.hpp"
 #include "downstream/backward.hpp"
 #include "downstream/experiment.hpp"
 #include "downstream/forward.hpp"
 #include "downstream/sources.hpp"
 #include "metrics/metrics.hpp"
 #include "paths/gold/gold.hpp"
+#include "support/shell.hpp"
 #include "support/usage_error.hpp"
 
 namespace chunkinv {
@@ -202,6 +205,156 @@ TEST(Backward, UpstreamIsSeededAndBf16) {
   for (Eigen::Index i = 0; i < a.d_o.size(); ++i) EXPECT_EQ(a.d_o.data()[i], bf16(a.d_o.data()[i]));
   EXPECT_GT(a.d_o.norm(), 0.0);
   EXPECT_HAS(testing::usage_error([] { find_backward_storage("flashkda"); }), "has no backward");
+}
+
+json entries_json(const SeqRunResult& r) {
+  json j = json::array();
+  for (const auto& e : r.entries) j.push_back(entry_to_json(e));
+  return j;
+}
+
+// The backward in a run: the gold's exact inverse has no inverse-only
+// gradient error; FP16 Neumann's has one; BF16 storage's is BF16's; the
+// stored (BF16) and the recomputed (FP16) inverse differ; one thread or
+// two, the same report.
+TEST(Backward, RunDecomposesAndIsTheSameOnAnyThreadCount) {
+  const auto groups = expand_sequences({{"family", "model_like"}, {"seq_len", 512}, {"chunk", 16}, {"dim", 16},
+                                        {"value_dim", 16}, {"method", json::array({"exact", "neumann"})},
+                                        {"storage", "fla_chunk_kda"}, {"backward", json::array({"stored", "recomputed"})}});
+  ASSERT_EQ(groups.size(), 2u);
+  SeqRunOptions opt;
+  opt.samples = 2;
+  opt.threads = 1;
+  const auto paths = parse_paths("gold,emulated");
+  const SeqRunResult one = run_sequences(groups, paths, opt);
+  opt.threads = 2;
+  const SeqRunResult two = run_sequences(groups, paths, opt);
+  EXPECT_EQ(entries_json(one), entries_json(two));
+  const auto median = [&](const std::string& mode, const std::string& path, const std::string& method,
+                          const std::string& metric) -> double {
+    for (const auto& e : one.entries)
+      if (e.axes["backward"] == mode && e.axes["path"] == path && e.axes["method"] == method)
+        return e.metrics.at(metric).median;
+    ADD_FAILURE() << mode << " " << path << " " << method;
+    return NAN;
+  };
+  for (const char* g : {"dq", "dk", "dv", "dg", "dbeta"}) {
+    SCOPED_TRACE(g);
+    const std::string m = g;
+    EXPECT_LE(median("stored", "gold", "exact", m + "_rel_rmse_inverse_only"), 1e-12);
+    EXPECT_GT(median("stored", "emulated", "neumann", m + "_rel_rmse_inverse_only"), 1e-8);
+    const double storage = median("stored", "gold", "exact", m + "_rel_rmse_storage");
+    EXPECT_GT(storage, 1e-5);
+    EXPECT_LT(storage, 3e-2);
+    EXPECT_EQ(median("stored", "gold", "exact", m + "_rel_rmse"), storage);  // exact inverse: total = storage
+  }
+  EXPECT_NE(median("stored", "emulated", "neumann", "dk_rel_rmse"), median("recomputed", "emulated", "neumann", "dk_rel_rmse"));
+  EXPECT_EQ(median("stored", "gold", "exact", "grad_finite"), 1.0);
+  EXPECT_EQ(median("stored", "gold", "exact", "grad_first_nonfinite"), 512.0);
+  EXPECT_TRUE(one.entries[0].metrics.count("dg_rel_rmse_from_480"));
+  EXPECT_TRUE(one.entries[0].metrics.count("o_rel_rmse"));  // the forward's metrics stay
+}
+
+TEST(Backward, BadConfigurationsAreOneLine) {
+  using testing::usage_error;
+  const auto grid = [](json extra) {
+    json a = {{"family", "model_like"}, {"seq_len", 256}, {"chunk", 64}, {"backward", "stored"}};
+    for (const auto& [k, v] : extra.items()) a[k] = v;
+    return [a] { expand_sequences(a); };
+  };
+  EXPECT_HAS(usage_error(grid({{"backward", "both"}})), "axis backward = \"both\" must be none, stored or recomputed");
+  EXPECT_HAS(usage_error(grid({{"storage", "flashkda"}})), "FlashKDA ships no backward");
+}
+
+Tensor tensor(std::vector<int64_t> shape, std::vector<double> values) {
+  Tensor t;
+  t.dtype = DType::kF64;
+  t.shape = std::move(shape);
+  t.values = std::move(values);
+  return t;
+}
+
+// A kernel's gradients in fla's layout, equal to the recurrence's times
+// (1 + e) (dk: only in the second window), scored through the command line
+// against the recurrence's gradient of the inputs' do and dht; without do,
+// or with some of the five, one line.
+TEST(BackwardCli, ScoresAKernelsGradientsInFlasLayout) {
+  const std::string dir = testing::test_dir("seq-grads");
+  const int T = 128, H = 2, K = 8, V = 8, Wn = 64;
+  SeqConfig c = config("model_like", T, 16, K, V, {{"gating", "channel"}});
+  c.initial_state = "random";
+  std::vector<Sequence> heads;
+  for (int h = 0; h < H; ++h) heads.push_back(find_source(c.family).make(c, 3, h));
+  const double e = 1e-3;
+  std::vector<Upstream> ups;
+  std::vector<Gradients> refs;
+  std::vector<Trace> outs;
+  for (int h = 0; h < H; ++h) {
+    ups.push_back(upstream_of(heads[h], 9, h));
+    ups[h].dht = random_mat(K, V, 20 + h);
+    refs.push_back(recurrent_backward(heads[h], ups[h], default_scale(heads[h])));
+    outs.push_back(recurrent_forward(heads[h], 16, default_scale(heads[h])));
+  }
+  std::vector<double> q, k, v, g, beta, h0, d_o, dht, o, dq, dk, dv, dg, db;
+  const auto row = [](std::vector<double>& to, const Mat& m, int t, double f) {
+    for (Eigen::Index x = 0; x < m.cols(); ++x) to.push_back(m(t, x) * f);
+  };
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) {
+      const Sequence& s = heads[h];
+      q.insert(q.end(), s.q.begin() + t * K, s.q.begin() + (t + 1) * K);
+      k.insert(k.end(), s.k.begin() + t * K, s.k.begin() + (t + 1) * K);
+      v.insert(v.end(), s.v.begin() + t * V, s.v.begin() + (t + 1) * V);
+      g.insert(g.end(), s.g.begin() + t * K, s.g.begin() + (t + 1) * K);
+      beta.push_back(s.beta[t]);
+      row(d_o, ups[h].d_o, t, 1);
+      row(o, outs[h].o, t, 1);
+      row(dq, refs[h].dq, t, 1 + e);
+      row(dk, refs[h].dk, t, t >= Wn ? 1 + e : 1);
+      row(dv, refs[h].dv, t, 1 + e);
+      row(dg, refs[h].dg, t, 1 + e);
+      row(db, refs[h].dbeta, t, 1 + e);
+    }
+  for (int h = 0; h < H; ++h) {
+    h0.insert(h0.end(), heads[h].h0.begin(), heads[h].h0.end());
+    for (Eigen::Index i = 0; i < ups[h].dht.size(); ++i) dht.push_back(ups[h].dht.data()[i]);
+  }
+  TensorMap in = {{"q", tensor({1, T, H, K}, q)},     {"k", tensor({1, T, H, K}, k)},
+                  {"v", tensor({1, T, H, V}, v)},     {"g", tensor({1, T, H, K}, g)},
+                  {"beta", tensor({1, T, H}, beta)},  {"initial_state", tensor({1, H, K, V}, h0)},
+                  {"do", tensor({1, T, H, V}, d_o)},  {"dht", tensor({1, H, K, V}, dht)}};
+  write_npz(dir + "/in.npz", in);
+  TensorMap out = {{"o", tensor({1, T, H, V}, o)},    {"dq", tensor({1, T, H, K}, dq)}, {"dk", tensor({1, T, H, K}, dk)},
+                   {"dv", tensor({1, T, H, V}, dv)},  {"dg", tensor({1, T, H, K}, dg)}, {"dbeta", tensor({1, T, H}, db)}};
+  write_npz(dir + "/out.npz", out);
+  const auto r = testing::run_chunkinv_in(
+      dir, "seq --inputs in.npz --candidate out.npz -a chunk=16 -a window=64 -a method=fla_solve_tril -q -o s.json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json j = testing::load_json(dir + "/s.json");
+  const json& m = j["results"][0]["metrics"];
+  for (const char* name : {"dq_rel_rmse", "dv_rel_rmse", "dg_rel_rmse", "dbeta_rel_rmse", "dk_rel_rmse_from_64"}) {
+    EXPECT_NEAR(m[name]["min"].get<double>(), e, 1e-9) << name;
+    EXPECT_NEAR(m[name]["max"].get<double>(), e, 1e-9) << name;
+  }
+  EXPECT_EQ(m["dk_rel_rmse_from_0"]["max"].get<double>(), 0.0);
+  EXPECT_EQ(m["grad_finite"]["min"].get<double>(), 1.0);
+  EXPECT_FALSE(m.contains("dq_rel_rmse_inverse_only"));
+  // The run through gold and emulated with the inputs' do: the backward's metrics.
+  const auto run = testing::run_chunkinv_in(dir, "seq --inputs in.npz -a chunk=16 -a backward=stored -q -o m.json");
+  ASSERT_EQ(run.status, 0) << run.out;
+  EXPECT_TRUE(testing::load_json(dir + "/m.json")["results"][0]["metrics"].contains("dbeta_rel_rmse_storage"));
+  // Without do, or with some of the gradients: one line, nothing written.
+  in.erase("do");
+  write_npz(dir + "/in2.npz", in);
+  const auto no_do = testing::run_chunkinv_in(dir, "seq --inputs in2.npz --candidate out.npz -a chunk=16 -o bad.json");
+  EXPECT_EQ(no_do.status, 2);
+  EXPECT_HAS(no_do.out, "must hold the upstream do");
+  out.erase("dg");
+  write_npz(dir + "/out2.npz", out);
+  const auto some = testing::run_chunkinv_in(dir, "seq --inputs in.npz --candidate out2.npz -a chunk=16 -o bad.json");
+  EXPECT_EQ(some.status, 2);
+  EXPECT_HAS(some.out, "holds 4 of the gradients");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/bad.json"));
 }
 
 }  // namespace
