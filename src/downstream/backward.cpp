@@ -29,7 +29,7 @@ const BackwardPreset kPresets[] = {
      "dh0 in FP32; dL = -A^T dA A^T kept in FP32 for its products with k",
      F32, B16, B16, F32, B16, F32, B16, F32, F32},
     {"fla_chunk_gdn",
-     "fla chunk_gated_delta_rule backward (ops/gated_delta_rule/chunk.py, wy_fast.py prepare_wy_repr_bwd, "
+     "fla chunk_gated_delta_rule backward (ops/gated_delta_rule/wy_fast.py prepare_wy_repr_bwd, "
      "ops/common/chunk_delta_h.py bwd_dhu): as fla_chunk_kda's backward, but dL times the pair's decay "
      "exp(G_i - G_j) rounded to BF16 before its products with k; per-token gates",
      F32, B16, B16, B16, B16, F32, B16, F32, F32},

@@ -195,6 +195,28 @@ TEST(Backward, StorageAndARoundedInverseMoveTheGradients) {
   EXPECT_EQ(inv.dk, again.dk);
 }
 
+// chunk_gated_delta_rule's backward (per-token gates) rounds dL times the
+// pair's decay to BF16 before its products with k, chunk_kda's keeps dL in
+// FP32: both give BF16-order errors, and they differ.
+TEST(Backward, GatedDeltaNetPresetRoundsDlWithItsDecay) {
+  const SeqConfig c = config("model_like", 1024, 64, 32, 32);
+  const Sequence s = find_source(c.family).make(c, 2, 0);
+  const double scale = default_scale(s);
+  const Upstream up = upstream_of(s, 2, 0);
+  const Gradients ref = recurrent_backward(s, up, scale);
+  const std::vector<Mat> a = exact_inverses(s, 64);
+  const Gradients gdn = chunked_backward(s, 64, a, a, find_storage("fla_chunk_gdn"), find_backward_storage("fla_chunk_gdn"),
+                                         up, scale);
+  const Gradients kda = chunked_backward(s, 64, a, a, find_storage("fla_chunk_gdn"), find_backward_storage("fla_chunk_kda"),
+                                         up, scale);
+  const Errors e = errors(gdn, ref);
+  EXPECT_GT(e.dk, 1e-4) << e;
+  EXPECT_LT(e.max(), 3e-2) << e;
+  EXPECT_NE(gdn.dk, kda.dk);
+  EXPECT_NE(gdn.dbeta, kda.dbeta);
+  EXPECT_EQ(gdn.dv, kda.dv);  // dv does not pass through dL
+}
+
 TEST(Backward, UpstreamIsSeededAndBf16) {
   const SeqConfig c = config("model_like", 128, 16, 8, 8);
   const Sequence s = find_source(c.family).make(c, 0, 0);
