@@ -277,7 +277,16 @@ void ChunkedBackward::step(int n, const Mat& A, const Mat& state_in, Gradients& 
   const Mat dsh = ds_.unaryExpr(as(b.grad_state_operand));  // fla's dh of this chunk
   // dx = P^T do + kg dS (fla: chunk_kda_bwd_dAv's dv, then bwd_dhu's dv2)
   const Mat dx_local = product(P.transpose(), dob).unaryExpr(acc).unaryExpr(as(b.grad_operands));
-  const Mat kds = product(kg, dsh).unaryExpr(acc);
+  // chunk_gated_delta_rule (per-token gates) multiplies k dh by the decay to the chunk's end in FP32
+  // after the product; chunk_kda reads the decayed key kg (BF16) in it.
+  Mat kds;
+  if (p.per_token_only) {
+    kds = product(k, dsh).unaryExpr(acc);
+    for (int j = 0; j < C; ++j)
+      for (int e = 0; e < V; ++e) kds(j, e) = acc(kds(j, e) * to_end(j, 0));
+  } else {
+    kds = product(kg, dsh).unaryExpr(acc);
+  }
   Mat dx(C, V);
   for (int j = 0; j < C; ++j)
     for (int e = 0; e < V; ++e) dx(j, e) = stored(acc(dx_local(j, e) + kds(j, e)), b.grad_operands);
@@ -313,7 +322,7 @@ void ChunkedBackward::step(int n, const Mat& A, const Mat& state_in, Gradients& 
     last = acc(acc(last) * from_start(C - 1, col(c)));
     for (int j = 0; j < C; ++j) {
       dk(j, c) += xds(j, c) * to_end(j, col(c));
-      const double t = xds(j, c) * kg(j, c);
+      const double t = xds(j, c) * (p.per_token_only ? k(j, c) * to_end(j, 0) : kg(j, c));
       dG(j, c) -= t;
       last += t;
     }

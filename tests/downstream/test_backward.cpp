@@ -148,6 +148,22 @@ TEST(Backward, ChunkedFp64WithTheExactInverseEqualsTheRecurrence) {
     }
 }
 
+// chunk_gated_delta_rule's order (the decay to the chunk's end after the
+// product k dh) is the same gradient: FP64 in that order equals the recurrence's.
+TEST(Backward, ChunkedFp64InGatedDeltaNetsOrderEqualsTheRecurrence) {
+  StoragePreset gdn_order = fp64_storage();
+  gdn_order.per_token_only = true;
+  SeqConfig c = config("model_like", 1024, 64, 16, 16);
+  c.initial_state = "random";
+  const Sequence s = find_source(c.family).make(c, 5, 0);
+  Upstream up = upstream_of(s, 5, 0);
+  up.dht = random_mat(16, 16, 3);
+  const Gradients ref = recurrent_backward(s, up, default_scale(s));
+  const std::vector<Mat> a = exact_inverses(s, 64);
+  const Gradients g = chunked_backward(s, 64, a, a, gdn_order, fp64_backward(), up, default_scale(s));
+  EXPECT_LE(errors(g, ref).max(), 1e-11) << errors(g, ref);
+}
+
 // Gates that forget hard (real gates to -167 a token, forgets of -40): the
 // backward's decays are formed per pair and stay finite and exact.
 TEST(Backward, StrongForgetsStayExact) {
