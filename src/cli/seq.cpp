@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/json_read.hpp"
 #include "core/output_file.hpp"
+#include "downstream/backward.hpp"
 #include "downstream/experiment.hpp"
 #include "downstream/storage.hpp"
 #include "driver/spec.hpp"
@@ -69,6 +70,8 @@ void seq(SeqArgs a) {
   if (a.list_families) return list_families();
   if (a.list_storage) {
     for (const auto& n : storage_names()) std::cout << n << ": " << find_storage(n).models << "\n";
+    for (const auto& n : backward_storage_names())
+      std::cout << n << " (backward): " << find_backward_storage(n).models << "\n";
     return;
   }
   const TableFormat format = parse_table_format(a.table_format);
@@ -133,7 +136,12 @@ void seq(SeqArgs a) {
   report.meta["seed"] = set ? 0 : opt.seed;
   report.meta["samples"] = set ? set->sequences.size() : samples;
   if (set) report.meta["inputs"] = a.inputs;
-  if (candidate) report.meta["candidate"] = {{"file", a.candidate}, {"inputs", a.inputs}, {"holds", candidate->ht.empty() ? json{"o"} : json{"o", "ht"}}};
+  if (candidate) {
+    json holds = candidate->ht.empty() ? json{"o"} : json{"o", "ht"};
+    if (!candidate->dq.empty())
+      for (const char* g : {"dq", "dk", "dv", "dg", "dbeta"}) holds.push_back(g);
+    report.meta["candidate"] = {{"file", a.candidate}, {"inputs", a.inputs}, {"holds", holds}};
+  }
   json storage = json::object();
   for (const auto& g : groups) storage[g.config.storage] = std::string(find_storage(g.config.storage).models);
   report.meta["downstream"] = {
@@ -144,9 +152,21 @@ void seq(SeqArgs a) {
                         "everything else FP64; storage: the exact inverse and the preset's storage"},
       {"storage", storage},
       {"reference_pipeline", device ? "device" : "host"}};
+  json backward = json::object();
+  for (const auto& g : groups)
+    if (g.config.backward != "none") backward[g.config.storage] = std::string(find_backward_storage(g.config.storage).models);
+  if (!backward.empty())
+    report.meta["downstream"]["backward"] = {
+        {"reference", "reverse mode through the FP64 token recurrence, derived by hand, of sum(do o) + sum(dht ht)"},
+        {"upstream", "do: the inputs' own, else BF16 N(0, 1) from its own stream; dht: the inputs' own, else zero"},
+        {"inverse", "stored: A as the forward stored it, read as the backward preset reads A; recomputed: the "
+                    "path x method's A as it makes it"},
+        {"storage", backward}};
   if (out) out->commit(report_to_json(report).dump(1) + "\n");
   if (!out || !out->to_stdout()) {
     if (!a.quiet) std::cout << format_table(build_table({{a.output.empty() ? "seq" : a.output, report}}, "downstream"), format);
+    if (!a.quiet && !backward.empty())
+      std::cout << "\n" << format_table(build_table({{a.output.empty() ? "seq" : a.output, report}}, "backward"), format);
   }
   if (out && !out->to_stdout() && !a.quiet) std::fprintf(stderr, "report written to %s\n", out->path().c_str());
 }
@@ -161,8 +181,9 @@ void set_seq_command(CLI::App& app) {
   cmd->add_option("config", args->config, "a downstream config: {\"axes\": {...}, \"samples\", \"seed\", \"paths\"}")
       ->check(CLI::ExistingFile);
   cmd->add_option("-a,--axis", args->axes,
-                  "family, seq_len, chunk, dim (K), value_dim (V), storage, window, initial_state, method, and the "
-                  "family's own: name=value, name=[v1,v2], name=[start:stop:step]");
+                  "family, seq_len, chunk, dim (K), value_dim (V), storage, window, initial_state, method, "
+                  "backward (none, stored, recomputed), and the family's own: name=value, name=[v1,v2], "
+                  "name=[start:stop:step]");
   cmd->add_option("--samples", args->samples, "sequences per configuration, 1 to 10^6 (default: the config's, else 4)");
   cmd->add_option("--seed", args->seed, "seed (default: the config's, else 0)");
   cmd->add_option("--inputs", args->inputs,

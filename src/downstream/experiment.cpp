@@ -8,6 +8,8 @@
 
 #include "core/error.hpp"
 #include "core/thread_pool.hpp"
+#include "downstream/backward.hpp"
+#include "downstream/backward_experiment.hpp"
 #include "downstream/forward.hpp"
 #include "downstream/scores.hpp"
 #include "downstream/storage.hpp"
@@ -42,6 +44,7 @@ void set_axis(SeqConfig& c, const std::string& name, const json& v) {
   else if (name == "window") c.window = int_axis(name, v);
   else if (name == "storage") c.storage = string_axis(name, v);
   else if (name == "initial_state") c.initial_state = string_axis(name, v);
+  else if (name == "backward") c.backward = string_axis(name, v);
   else c.params[name] = v;  // the family's own (complete() drops what it does not take)
 }
 
@@ -71,6 +74,7 @@ void validate_common(const SeqConfig& c) {
                                  "use fla_chunk_kda for gating=channel", c.storage));
   if (c.initial_state != "zero" && c.initial_state != "random")
     throw UsageError(fmt::format("axis initial_state = \"{}\" must be \"zero\" or \"random\"", c.initial_state));
+  validate_backward(c);
 }
 
 }  // namespace
@@ -83,9 +87,9 @@ void validate_sequence_config(const SeqConfig& c) {
 
 std::vector<SeqGroup> expand_inputs(std::shared_ptr<const SequenceSet> set, const json& axes) {
   for (const auto& [name, v] : axes.items())
-    if (name != "chunk" && name != "storage" && name != "window" && name != "method")
+    if (name != "chunk" && name != "storage" && name != "window" && name != "method" && name != "backward")
       throw UsageError(fmt::format("axis {} is not for --inputs: the sequences are the file's (axes: chunk, storage, "
-                                   "window, method)", name));
+                                   "window, method, backward)", name));
   const Sequence& first = set->sequences.front();
   int longest = 0;
   for (const Sequence& s : set->sequences) longest = std::max(longest, s.tokens);
@@ -97,8 +101,10 @@ std::vector<SeqGroup> expand_inputs(std::shared_ptr<const SequenceSet> set, cons
   std::vector<SeqGroup> groups;
   for (const json& chunk : axes.contains("chunk") ? values_of(axes["chunk"]) : std::vector<json>{64})
     for (const json& storage : axes.contains("storage") ? values_of(axes["storage"]) : std::vector<json>{"fla_chunk_kda"})
-      for (const json& window : axes.contains("window") ? values_of(axes["window"]) : std::vector<json>{0}) {
+      for (const json& window : axes.contains("window") ? values_of(axes["window"]) : std::vector<json>{0})
+      for (const json& backward : axes.contains("backward") ? values_of(axes["backward"]) : std::vector<json>{"none"}) {
         SeqConfig c;
+        c.backward = string_axis("backward", backward);
         c.family = "inputs";
         c.params = {{"inputs", set->source}};
         if (first.gating == Gating::kChannel) c.params["gating"] = "channel";
@@ -273,7 +279,8 @@ VariantScore score_candidate(const Sequence& s, int window, const Mat& o, const 
 namespace {
 
 // The metric names and infos of a group's entries: the table, then its windows.
-void entry_metrics(const SeqGroup& g, std::vector<std::string>& names, std::vector<MetricInfo>& infos) {
+void entry_metrics(const SeqGroup& g, std::vector<std::string>& names, std::vector<MetricInfo>& infos,
+                   bool backward) {
   infos.assign(downstream_metrics().begin(), downstream_metrics().end());
   names.clear();
   for (const MetricInfo& m : infos) names.emplace_back(m.name);
@@ -282,6 +289,15 @@ void entry_metrics(const SeqGroup& g, std::vector<std::string>& names, std::vect
   for (int w = 0; w < (one_length ? g.config.seq_len / window : 1); ++w) {
     names.push_back(window_metric_name(w * window));
     infos.push_back(window_metric_info());
+  }
+  if (!backward) return;
+  for (const MetricInfo& m : backward_metrics()) {
+    names.emplace_back(m.name);
+    infos.push_back(m);
+  }
+  for (std::string& n : backward_window_names(one_length ? g.config.seq_len : window, window)) {
+    names.push_back(std::move(n));
+    infos.push_back(backward_window_info());
   }
 }
 
@@ -325,9 +341,10 @@ std::vector<ReportEntry> score_candidates(const std::vector<SeqGroup>& groups, c
   for (const SeqGroup& g : groups) {
     std::vector<std::string> names;
     std::vector<MetricInfo> infos;
-    entry_metrics(g, names, infos);
+    const bool grads = !outputs.dq.empty();
+    entry_metrics(g, names, infos, grads);
     std::vector<std::vector<double>> values(names.size());
-    const auto put = [&](const char* name, double v) {
+    const auto put = [&](const std::string& name, double v) {
       values[std::find(names.begin(), names.end(), name) - names.begin()].push_back(v);
     };
     for (size_t i = 0; i < g.inputs->sequences.size(); ++i) {
@@ -339,6 +356,27 @@ std::vector<ReportEntry> score_candidates(const std::vector<SeqGroup>& groups, c
       put("o_finite", score.first_nonfinite() < 0 ? 1.0 : 0.0);
       put("o_first_nonfinite", static_cast<double>(score.first_nonfinite() < 0 ? s.tokens : score.first_nonfinite()));
       for (size_t w = 0; w < score.windows(); ++w) values[downstream_metrics().size() + w].push_back(score.window_rel_rmse(w));
+      if (grads) {
+        // The kernel's gradients against the recurrence's, of the inputs' own do (and dht).
+        if (s.d_o.empty())
+          throw UsageError(fmt::format("the candidate holds gradients: --inputs {} must hold the upstream do they "
+                                       "were computed from", g.inputs->source));
+        const Gradients ref = recurrent_backward(s, upstream_of(s, 0, i), default_scale(s));
+        Gradients kernel;
+        kernel.dq = outputs.dq[i], kernel.dk = outputs.dk[i], kernel.dv = outputs.dv[i];
+        kernel.dg = outputs.dg[i], kernel.dbeta = outputs.dbeta[i];
+        const int window = window_of(g, s);
+        GradientScores gs(s.tokens, window);
+        gs.add(0, kernel, ref);
+        const char* gradient_names[] = {"dq", "dk", "dv", "dg", "dbeta"};
+        for (size_t k = 0; k < 5; ++k) {
+          put(fmt::format("{}_rel_rmse", gradient_names[k]), gs.g[k].rel_rmse());
+          for (size_t w = 0; w < gs.g[k].windows(); ++w)
+            put(fmt::format("{}_rel_rmse_from_{}", gradient_names[k], w * window), gs.g[k].window_rel_rmse(w));
+        }
+        put("grad_finite", gs.first_nonfinite() < 0 ? 1.0 : 0.0);
+        put("grad_first_nonfinite", static_cast<double>(gs.first_nonfinite() < 0 ? s.tokens : gs.first_nonfinite()));
+      }
     }
     entries.push_back(entry_of(g, "candidate", method, 0, names, infos, values, false));
   }
@@ -371,13 +409,20 @@ SeqRunResult run_sequences(const std::vector<SeqGroup>& groups, const std::vecto
     if (tasks.empty()) continue;
     std::vector<std::string> names;
     std::vector<MetricInfo> infos;
-    entry_metrics(group, names, infos);
+    entry_metrics(group, names, infos, cfg.backward != "none");
     const uint64_t samples = group.inputs ? group.inputs->sequences.size() : opt.samples;
     // values[task][metric][sample]
     std::vector<std::vector<std::vector<double>>> values(tasks.size(), std::vector<std::vector<double>>(names.size()));
     for (uint64_t i = 0; i < samples; ++i) {
       const Sequence s = group.inputs ? group.inputs->sequences[i] : find_source(cfg.family).make(cfg, opt.seed, i);
-      const auto v = run_one(s, cfg, window_of(group, s), tasks, path_methods, instances, pool, opt.device_reference);
+      auto v = run_one(s, cfg, window_of(group, s), tasks, path_methods, instances, pool, opt.device_reference);
+      if (cfg.backward != "none") {
+        std::vector<InverseTask> inverse_tasks;
+        for (const Task& t : tasks) inverse_tasks.push_back({t.path, t.method});
+        const Upstream up = upstream_of(s, group.inputs ? 0 : opt.seed, i);
+        const auto b = run_backward_one(s, up, cfg, window_of(group, s), inverse_tasks, path_methods, instances, pool);
+        for (size_t t = 0; t < tasks.size(); ++t) v[t].insert(v[t].end(), b[t].begin(), b[t].end());
+      }
       for (size_t t = 0; t < tasks.size(); ++t)
         for (size_t k = 0; k < names.size(); ++k) values[t][k].push_back(v[t][k]);
     }

@@ -21,6 +21,10 @@ struct Sequence {
   std::vector<double> g;     // natural-log gates, all < 0 (or -0): T (token) or T x K (channel)
   std::vector<double> beta;  // T, in (0, 1)
   std::vector<double> h0;    // K x V; empty: the zero state
+  // The backward's upstream gradients where a tensor set gives them
+  // (downstream/backward.hpp): do T x V (empty: random), dht K x V (empty: zero).
+  std::vector<double> d_o;
+  std::vector<double> dht;
 
   double gate(int t, int c) const {
     return gating == Gating::kToken ? g[t] : g[static_cast<size_t>(t) * key_dim + c];
