@@ -5,11 +5,12 @@
 #   2. kernel vs emulated on FlashKDA's raw inputs        (scripts/gpu-scale.sh raw)
 #   3. the GPU recurrence: tests, sanitizers, bench, peer (scripts/gpu-seq.sh)
 #   4. fla's chunk_kda and chunk_gated_delta_rule scored  (python/examples/score_fla.py, fla from .ext/fla)
-#   5. --pipeline device vs host at 10^6 samples          (scripts/gpu-scale.sh pipeline CHUNKS)
+#   5. the same with their backward, T = 4096              (score_fla.py --backward)
+#   6. --pipeline device vs host at 10^6 samples          (scripts/gpu-scale.sh pipeline CHUNKS)
 #
-#   scripts/gpu-all.sh [STEPS] [CHUNKS]     STEPS: a comma list of raw,seq,fla,pipeline (default all four)
+#   scripts/gpu-all.sh [STEPS] [CHUNKS]     STEPS: a comma list of raw,seq,fla,flabwd,pipeline (default all)
 set -uo pipefail
-steps=",${1:-raw,seq,fla,pipeline},"
+steps=",${1:-raw,seq,fla,flabwd,pipeline},"
 chunks="${2:-16,24,32,48,64}"
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -26,18 +27,25 @@ if [[ $steps == *,seq,* ]]; then
   tar czf "$OUT/seq.tgz" -C /tmp seqout
   tail -12 "$OUT/gpu-seq.log"
 fi
-if [[ $steps == *,fla,* ]]; then
-  rm -rf /tmp/fla-scores
-  # fla's package imports einops in modules the scoring never calls: a stand-in where the machine has none
-  python3 -c 'import einops' 2> /dev/null || export PYTHONPATH="$PWD/.ext/shim${PYTHONPATH:+:$PYTHONPATH}"
-  timeout 240 python3 python/examples/score_fla.py --chunkinv /tmp/b/chunkinv --fla .ext/fla \
-    --tokens "${FLA_TOKENS:-1024,8192,65536}" --out /tmp/fla-scores > "$OUT/fla.log" 2>&1
-  echo "score_fla rc=$?" | tee -a "$OUT/fla.log"
-  ls /tmp/fla-scores/*.json > /dev/null 2>&1 &&
-    /tmp/b/chunkinv table /tmp/fla-scores/*-scored.json /tmp/fla-scores/*-modelled.json --preset downstream >> "$OUT/fla.log" 2>&1
-  tar czf "$OUT/fla.tgz" -C /tmp fla-scores --exclude='*.npz' 2> /dev/null
-  tail -5 "$OUT/fla.log"
-fi
+# fla's package imports einops in modules the scoring never calls: a stand-in where the machine has none
+python3 -c 'import einops' 2> /dev/null || export PYTHONPATH="$PWD/.ext/shim${PYTHONPATH:+:$PYTHONPATH}"
+score_fla() {  # name, timeout, options...
+  local name=$1 limit=$2; shift 2
+  rm -rf /tmp/$name
+  timeout "$limit" python3 python/examples/score_fla.py --chunkinv /tmp/b/chunkinv --fla .ext/fla --heads 2 \
+    --out /tmp/$name "$@" > "$OUT/$name.log" 2>&1
+  echo "score_fla $* rc=$?" | tee -a "$OUT/$name.log"
+  if ls /tmp/$name/*-scored.json > /dev/null 2>&1; then
+    /tmp/b/chunkinv table /tmp/$name/*-scored.json /tmp/$name/*-modelled.json --preset downstream --no-legend >> "$OUT/$name.log" 2>&1
+    [[ " $* " == *" --backward "* ]] &&
+      /tmp/b/chunkinv table /tmp/$name/*-scored.json /tmp/$name/*-modelled.json --preset backward --no-legend >> "$OUT/$name.log" 2>&1
+  fi
+  tar czf "$OUT/$name.tgz" --exclude='*.npz' -C /tmp $name "$OUT/$name.log" 2> /dev/null
+  tail -4 "$OUT/$name.log"
+}
+# 4. forward at T = 1k, 8k, 64k; 5. the backward at T = 4k
+[[ $steps == *,fla,* ]] && score_fla fla 280 --tokens "${FLA_TOKENS:-1024,8192,65536}"
+[[ $steps == *,flabwd,* ]] && score_fla flabwd 280 --tokens 4096 --backward
 if [[ $steps == *,pipeline,* ]]; then
   bash scripts/gpu-scale.sh pipeline "$chunks" 2>&1 | grep -E "pipeline|failed"
 fi
