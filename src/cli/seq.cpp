@@ -13,6 +13,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/meta.hpp"
+#include "cli/seq.hpp"
 #include "core/error.hpp"
 #include "core/json_read.hpp"
 #include "core/limits.hpp"
@@ -239,6 +240,18 @@ void seq(SeqArgs a) {
 }
 
 }  // namespace
+
+void score_sequences(const SeqScoreRequest& r) {
+  SeqArgs a;
+  a.inputs = r.inputs;
+  a.candidate = r.candidate;
+  a.axes = r.axes;
+  a.output = r.output;
+  a.table_format = r.table_format;
+  a.quiet = r.quiet;
+  a.threads = r.threads;
+  seq(std::move(a));
+}
 
 void set_seq_command(CLI::App& app) {
   auto args = std::make_shared<SeqArgs>();
