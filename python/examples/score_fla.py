@@ -9,6 +9,12 @@ kernels in BF16, writes the inputs and each kernel's o and final state as
 the same kernel (`seq --inputs` with the fla storage preset and fla's
 inverse, method fla_solve_tril) on the same sequences.
 
+With --backward it also runs each kernel's backward from a BF16 upstream do
+(written with the inputs), scores its dq, dk, dv, dg, dbeta against the FP64
+recurrence's gradient and models it with `-a backward=stored`. A backward fla
+refuses (its gated backward on Triton older than 3.7.1 on Hopper) is reported
+as skipped, with fla's reason, and the forward is still scored.
+
 Without torch, fla or a GPU it says what is missing and exits 0 (a skip).
 
   python/examples/score_fla.py --chunkinv build/chunkinv --tokens 1024,8192,65536 --out results/fla
@@ -65,7 +71,11 @@ def main():
     ap.add_argument("--dim", type=int, default=128, help="K = V")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="fla-scores")
+    ap.add_argument("--fla", default=None, help="a folder holding the fla package, searched first (else wherever it is installed)")
+    ap.add_argument("--backward", action="store_true", help="also score the kernels' gradients")
     a = ap.parse_args()
+    if a.fla:
+        sys.path.insert(0, os.path.abspath(a.fla))
     why = missing()
     if why:
         print(f"score_fla: skipped: {why}", file=sys.stderr)
@@ -84,19 +94,35 @@ def main():
             for kernel, g in (("chunk_kda", gates(torch, (B, T, H, K))), ("chunk_gated_delta_rule", gates(torch, (B, T, H)))):
                 g = g.to(torch.bfloat16).float()
                 stem = os.path.join(a.out, f"{kernel}-{regime}-T{T}")
-                save(stem + "-inputs.npz", q=q, k=k, v=v, g=g, beta=beta.float())
-                dev = [x.cuda() for x in (q, k, v, g, beta)]
+                d_o = torch.randn(B, T, H, K).to(torch.bfloat16)
+                inputs = dict(q=q, k=k, v=v, g=g, beta=beta.float())
+                if a.backward:
+                    inputs["do"] = d_o
+                save(stem + "-inputs.npz", **inputs)
+                dev = [x.cuda().requires_grad_(a.backward) for x in (q, k, v, g, beta)]
                 fn = chunk_kda if kernel == "chunk_kda" else chunk_gated_delta_rule
                 o, ht = fn(*dev, output_final_state=True)
+                outputs = dict(o=o, ht=ht)
+                backward = False
+                if a.backward:
+                    try:
+                        o.backward(d_o.cuda())  # ht is not in the loss: dht = 0, as chunkinv's default
+                        for name, x in zip(("dq", "dk", "dv", "dg", "dbeta"), dev):
+                            outputs[name] = x.grad
+                        backward = True
+                    except Exception as e:  # fla refuses its gated backward on old Triton on Hopper
+                        print(f"{stem}: backward skipped: {type(e).__name__}: {e}", file=sys.stderr)
                 torch.cuda.synchronize()
-                save(stem + "-out.npz", o=o, ht=ht)
+                save(stem + "-out.npz", **outputs)
                 storage = "fla_chunk_kda" if kernel == "chunk_kda" else "fla_chunk_gdn"
                 common = [a.chunkinv, "seq", "--inputs", stem + "-inputs.npz", "-a", "chunk=64", "-a",
                           "method=fla_solve_tril", "-a", f"storage={storage}", "-q"]
                 subprocess.run(common + ["--candidate", stem + "-out.npz", "-o", stem + "-scored.json"], check=True)
-                subprocess.run(common + ["--paths", "gold,emulated", "-o", stem + "-modelled.json"], check=True)
+                modelled = ["-a", "backward=stored"] if backward else []
+                subprocess.run(common + modelled + ["--paths", "gold,emulated", "-o", stem + "-modelled.json"], check=True)
                 print(f"{stem}: scored {stem}-scored.json, modelled {stem}-modelled.json")
-    print(f"tables: {a.chunkinv} table {a.out}/*-scored.json {a.out}/*-modelled.json --preset full")
+    print(f"tables: {a.chunkinv} table {a.out}/*-scored.json {a.out}/*-modelled.json --preset full"
+          + (" (and --preset backward)" if a.backward else ""))
     return 0
 
 

@@ -5,6 +5,10 @@
 // path alone (the GPU's own time by CUDA events: upload, launches,
 // download; the host's packing apart) and the whole sample loop end to end
 // (inputs, gold, path, metrics). Each method is timed in runs of its own.
+//
+// `bench --recurrence`: the FP64 token recurrence of docs/downstream.md on
+// the GPU (gpu/recurrence.cu) over B x H sequences of T tokens, checked bit
+// for bit against the CPU's Recurrence on a few of them before it is timed.
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -25,9 +29,13 @@
 #include "core/fp.hpp"
 #include "core/limits.hpp"
 #include "core/progress.hpp"
+#include "core/thread_pool.hpp"
+#include "downstream/forward.hpp"
+#include "downstream/sources.hpp"
 #include "driver/runner.hpp"
 #include "driver/spec.hpp"
 #include "gpu/gpu.hpp"
+#include "gpu/recurrence.hpp"
 #include "metrics/stats.hpp"
 #include "report/report.hpp"
 
@@ -48,6 +56,9 @@ struct BenchArgs {
   bool quiet = false;
   // As given: read strictly (a negative --samples is an error) before any work.
   std::string samples_text, cpu_samples_text, validate_text, repeat_text, seed_text, threads_text, max_memory;
+  // --recurrence and its shape (fla's names: B, T, H, K, V), as given.
+  bool recurrence = false;
+  std::string batch_text, seq_len_text, heads_text, key_dim_text, value_dim_text, block_text, gating, initial_state;
 };
 
 // Moves the progress bar as a timed or validating run goes.
@@ -363,6 +374,148 @@ void bench(const BenchArgs& a) {
   }
 }
 
+
+// The FP64 rate of an H100 or H200 SXM without tensor cores: 132 SMs x 64
+// FP64 lanes x 2 FLOP (an fma) x 1.98 GHz = 33.5 TFLOP/s; NVIDIA gives 34.
+constexpr double kFp64PeakTflops = 34.0;
+
+// A token-head's FLOP: the decay (K V multiplies), k^T S, the update and
+// q^T S (K V fma each, 2 FLOP an fma).
+double recurrence_flop(int K, int V) { return 7.0 * K * V; }
+
+void bench_recurrence(const BenchArgs& a) {
+  if (!a.axes.empty() || !a.samples_text.empty() || !a.cpu_samples_text.empty() || a.paths != "all")
+    throw UsageError("bench --recurrence: -a, --samples, --cpu-samples and --paths are the inverse's benchmark's; the "
+                     "recurrence takes --batch, --seq-len, --heads, --key-dim, --value-dim, --gating, --initial-state, --block");
+  constexpr uint64_t kMax = 1 << 20;
+  const int B = a.batch_text.empty() ? 32 : int(parse_count("--batch", a.batch_text, 1, kMax));
+  const int T = a.seq_len_text.empty() ? 2048 : int(parse_count("--seq-len", a.seq_len_text, 1, kMaxSeqLen));
+  const int H = a.heads_text.empty() ? 16 : int(parse_count("--heads", a.heads_text, 1, 1024));
+  const int K = a.key_dim_text.empty() ? 128 : int(parse_count("--key-dim", a.key_dim_text, 1, 512));
+  const int V = a.value_dim_text.empty() ? 128 : int(parse_count("--value-dim", a.value_dim_text, 1, 512));
+  const int block = a.block_text.empty() ? 512 : int(parse_count("--block", a.block_text, 1, kMaxSeqLen));
+  const std::string gating = a.gating.empty() ? "channel" : a.gating;
+  const std::string h0 = a.initial_state.empty() ? "zero" : a.initial_state;
+  if (gating != "channel" && gating != "token")
+    throw UsageError(fmt::format("--gating {}: must be channel (KDA, fla's g [B, T, H, K]) or token (GDN, [B, T, H])", gating));
+  if (h0 != "zero" && h0 != "random") throw UsageError(fmt::format("--initial-state {}: must be zero or random", h0));
+  const uint64_t n = uint64_t(B) * H;
+  if (n > kMax) throw UsageError(fmt::format("--batch {} x --heads {}: at most {} sequences", B, H, kMax));
+  const uint64_t checked = a.validate_text.empty() ? std::min<uint64_t>(4, n) : parse_count("--validate", a.validate_text, 1, n);
+  if (const std::string why = gpu::recurrence_unsupported(K, V); !why.empty()) throw UsageError("bench --recurrence: " + why);
+  if (const std::string why = gpu::unavailable_reason(); !why.empty())
+    throw UsageError("bench --recurrence: no CUDA GPU: " + why);
+  const int W = gating == "channel" ? K : 1;
+  const uint64_t rows = n * uint64_t(T);
+  const double host_bytes = double(rows) * (2 * K + W + 1 + V) * 8.0;
+  const MemoryBudget budget = a.max_memory.empty() ? memory_budget(a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency()))
+                                                   : MemoryBudget{parse_size("--max-memory", a.max_memory), "--max-memory"};
+  if (host_bytes > double(budget.bytes) / 10 * 9)
+    throw UsageError(fmt::format("bench --recurrence: the inputs of {} sequences of {} tokens take {}, more than the {} this "
+                                 "process may use ({}); use fewer", n, T, format_bytes(host_bytes),
+                                 format_bytes(double(budget.bytes)), budget.source));
+  std::optional<OutputFile> out;
+  if (!a.output.empty()) out.emplace(a.output);
+
+  // The inputs: model_like sequences (docs/downstream.md, "Sources"), sequence b H + h of the seed, in fla's layout.
+  SeqConfig cfg;
+  cfg.family = "model_like";
+  cfg.seq_len = T;
+  cfg.dim = K;
+  cfg.value_dim = V;
+  cfg.initial_state = h0;
+  cfg.params = {{"gating", gating}};
+  complete(cfg);
+  const SequenceSource& source = find_source(cfg.family);
+  source.validate(cfg);
+  std::vector<double> q(rows * K), k(rows * K), g(rows * W), beta(rows), v(rows * V), h0s(h0 == "random" ? n * K * V : 0);
+  std::vector<int> keep;
+  for (uint64_t j = 0; j < checked; ++j) keep.push_back(int(checked == 1 ? 0 : j * (n - 1) / (checked - 1)));
+  ThreadPool pool(a.threads);
+  const auto t_gen = std::chrono::steady_clock::now();
+  pool.parallel_for(n, [&](size_t s) {
+    const Sequence seq = source.make(cfg, a.seed, s);
+    const size_t b = s / H, h = s % H;
+    for (int t = 0; t < T; ++t) {
+      const size_t row = (b * T + t) * H + h;
+      std::copy_n(&seq.q[size_t(t) * K], K, &q[row * K]);
+      std::copy_n(&seq.k[size_t(t) * K], K, &k[row * K]);
+      std::copy_n(&seq.g[size_t(t) * W], W, &g[row * W]);
+      std::copy_n(&seq.v[size_t(t) * V], V, &v[row * V]);
+      beta[row] = seq.beta[t];
+    }
+    if (!h0s.empty()) std::copy(seq.h0.begin(), seq.h0.end(), h0s.begin() + s * K * V);
+  });
+  const double gen_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_gen).count();
+
+  gpu::RecurrenceProblem p;
+  p.batch = B, p.tokens = T, p.heads = H, p.key_dim = K, p.value_dim = V, p.channel_gates = gating == "channel";
+  p.scale = 1.0 / std::sqrt(double(K));  // default_scale: fla's K^-1/2
+  p.q = q.data(), p.k = k.data(), p.g = g.data(), p.beta = beta.data(), p.v = v.data();
+  p.h0 = h0s.empty() ? nullptr : h0s.data();
+  // The check before the timing: the first pass's outputs of the kept sequences against the CPU's Recurrence.
+  size_t o_differ = 0, state_differ = 0, o_values = 0, state_values = 0;
+  double check_ms = 0;
+  const auto check = [&](const gpu::RecurrenceTiming& first) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<size_t> od(keep.size()), sd(keep.size());
+    pool.parallel_for(keep.size(), [&](size_t j) {
+      const Sequence seq = source.make(cfg, a.seed, uint64_t(keep[j]));
+      Recurrence r(seq, default_scale(seq));
+      Mat o;
+      r.advance(0, T, o);
+      for (size_t i = 0; i < first.o[j].size(); ++i) od[j] += !same_bits(first.o[j][i], o.data()[i]);
+      for (size_t i = 0; i < first.final_state[j].size(); ++i) sd[j] += !same_bits(first.final_state[j][i], r.state().data()[i]);
+    });
+    for (size_t j = 0; j < keep.size(); ++j) o_differ += od[j], state_differ += sd[j];
+    o_values = keep.size() * size_t(T) * V, state_values = keep.size() * size_t(K) * V;
+    check_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return o_differ == 0 && state_differ == 0;
+  };
+  const gpu::RecurrenceTiming timing = gpu::time_recurrence(p, block, a.repeat, keep, check);
+  const bool identical = o_differ == 0 && state_differ == 0;
+
+  const double median_ms = median_of(timing.pass_ms);
+  const double token_heads = double(n) * T, rate = token_heads / (median_ms * 1e-3);
+  const double tflops = rate * recurrence_flop(K, V) * 1e-12;
+  auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+  nlohmann::json devs = nlohmann::json::array();
+  for (const auto& d : gpu::devices()) devs.push_back(fmt::format("{} (cc {}.{})", d.name, d.cc_major, d.cc_minor));
+  const nlohmann::json j = {
+      {"devices", devs},
+      {"recurrence",
+       {{"batch", B}, {"seq_len", T}, {"heads", H}, {"key_dim", K}, {"value_dim", V}, {"gating", gating},
+        {"initial_state", h0}, {"family", cfg.family}, {"seed", a.seed}, {"block", block}, {"repeat", a.repeat},
+        {"checked_sequences", keep}, {"identical_to_cpu", identical}, {"o_values_differing", o_differ},
+        {"o_values_checked", o_values}, {"state_values_differing", state_differ}, {"state_values_checked", state_values},
+        {"pass_ms", timing.pass_ms}, {"median_ms", num(median_ms)}, {"token_heads_per_s", num(rate)},
+        {"flop_per_token_head", recurrence_flop(K, V)}, {"fp64_tflops", num(tflops)},
+        {"fp64_peak_tflops", kFp64PeakTflops}, {"fraction_of_fp64_peak", num(tflops / kFp64PeakTflops)},
+        {"registers", timing.registers}, {"spill_bytes", timing.spill_bytes}, {"device_bytes", timing.device_bytes},
+        {"upload_ms", timing.upload_ms}, {"inputs_ms", gen_ms}, {"check_ms", check_ms}}}};
+  if (out) out->commit(j.dump(1) + "\n");
+  if (a.quiet || (out && out->to_stdout())) {
+  } else if (a.format == "json") {
+    fmt::print("{}\n", j.dump(1));
+  } else {
+    fmt::print("bench --recurrence: B={} T={} H={} K={} V={}, gates per {}, h0 {}, {} tokens a launch, {}\n", B, T, H, K, V,
+               gating, h0, std::min(block, T), devs.empty() ? std::string("?") : devs[0].get<std::string>());
+    fmt::print("checked against the CPU recurrence on {} sequences: o {} of {} values differ, final state {} of {}{}\n",
+               keep.size(), o_differ, o_values, state_differ, state_values, identical ? " (bit for bit identical)" : "");
+    if (identical)
+      fmt::print("median of {} passes {:.3f} ms: {:.4g} token-heads/s, {:.2f} TFLOP/s FP64 ({} FLOP a token-head), "
+                 "{:.1f}% of {} TFLOP/s\n", timing.pass_ms.size(), median_ms, rate, tflops, recurrence_flop(K, V),
+                 100 * tflops / kFp64PeakTflops, kFp64PeakTflops);
+    fmt::print("kernel: {} registers, {} bytes of local memory a thread; device memory {}; inputs made in {:.0f} ms, "
+               "uploaded in {:.0f} ms; the check took {:.0f} ms\n", timing.registers, timing.spill_bytes,
+               format_bytes(double(timing.device_bytes)), gen_ms, timing.upload_ms, check_ms);
+  }
+  if (!identical) {
+    std::fprintf(stderr, "bench --recurrence: the GPU recurrence is NOT bit-identical to the CPU's; not timed\n");
+    set_exit_status(1);
+  }
+}
+
 }  // namespace
 
 void set_bench_command(CLI::App& app) {
@@ -381,6 +534,16 @@ void set_bench_command(CLI::App& app) {
   cmd->add_option("--paths", args->paths, "comma-separated paths, or all usable (default)");
   cmd->add_option("--format", args->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("-o,--output", args->output, "also write the JSON here (replaced atomically; - for stdout)");
+  cmd->add_flag("--recurrence", args->recurrence,
+                "time the FP64 token recurrence on the GPU instead (checked bit for bit against the CPU's first)");
+  cmd->add_option("--batch", args->batch_text, "--recurrence: sequences B (default 32)");
+  cmd->add_option("--seq-len", args->seq_len_text, "--recurrence: tokens T (default 2048)");
+  cmd->add_option("--heads", args->heads_text, "--recurrence: heads H (default 16)");
+  cmd->add_option("--key-dim", args->key_dim_text, "--recurrence: K, 16, 32, 64 or 128 (default 128)");
+  cmd->add_option("--value-dim", args->value_dim_text, "--recurrence: V, 1 to 512 (default 128)");
+  cmd->add_option("--gating", args->gating, "--recurrence: channel (KDA, default) or token (GDN)");
+  cmd->add_option("--initial-state", args->initial_state, "--recurrence: zero (default) or random");
+  cmd->add_option("--block", args->block_text, "--recurrence: tokens a launch advances (default 512)");
   cmd->callback([args] {
     BenchArgs a = *args;
     constexpr uint64_t kMax = 1'000'000'000'000;
@@ -390,6 +553,11 @@ void set_bench_command(CLI::App& app) {
     if (!a.repeat_text.empty()) a.repeat = int(parse_count("--repeat", a.repeat_text, 1, 1000));
     if (!a.seed_text.empty()) a.seed = parse_count("--seed", a.seed_text, 0, UINT64_MAX);
     if (!a.threads_text.empty()) a.threads = int(parse_count("--threads", a.threads_text, 0, 1024));
+    if (a.recurrence) return bench_recurrence(a);
+    if (!a.batch_text.empty() || !a.seq_len_text.empty() || !a.heads_text.empty() || !a.key_dim_text.empty() ||
+        !a.value_dim_text.empty() || !a.block_text.empty() || !a.gating.empty() || !a.initial_state.empty())
+      throw UsageError("bench: --batch, --seq-len, --heads, --key-dim, --value-dim, --gating, --initial-state and --block "
+                       "are --recurrence's");
     bench(a);
   });
 }

@@ -84,7 +84,7 @@ void run_check(const CheckOptions& o) {
     update->commit(fresh_text);
     if (!o.quiet)
       std::fprintf(stderr, "baseline %s replaced by %s (%zu figures counted as worse against the old one)\n",
-                   o.baseline.c_str(), o.fresh.c_str(), result.failing);
+                   printable(o.baseline).c_str(), printable(o.fresh).c_str(), result.failing);
     return;
   }
   if (result.failed()) set_exit_status(1);

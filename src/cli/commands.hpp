@@ -26,5 +26,7 @@ void set_search_command(CLI::App& app);
 void set_score_command(CLI::App& app);
 void set_seq_command(CLI::App& app);
 void set_calibrate_command(CLI::App& app);  // hidden: calibrate-decay
+// Every option of every command that takes a value refuses an empty one.
+void refuse_empty_values(CLI::App& app);
 
 }  // namespace chunkinv::cli

@@ -58,6 +58,18 @@ int check_stdout(int status) {
 }
 
 }  // namespace
+
+void refuse_empty_values(CLI::App& app) {
+  // A command reads an empty option as one not given (`--paths ''` would be
+  // every path): an empty value is refused where it is parsed.
+  const CLI::Validator non_empty(
+      [](std::string& v) { return v.empty() ? std::string("an empty value; give one, or leave the option out") : std::string(); },
+      "", "non-empty");
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    for (CLI::Option* o : sub->get_options())
+      if (o->get_type_size() != 0) o->check(non_empty);
+}
+
 const Invocation& invocation() { return g_invocation; }
 void set_exit_status(int status) { g_exit_status = status; }
 }  // namespace chunkinv::cli
@@ -85,6 +97,7 @@ int main(int argc, char** argv) {
   cli::set_score_command(app);
   cli::set_seq_command(app);
   cli::set_calibrate_command(app);
+  cli::refuse_empty_values(app);
   int status = 0;
   try {
     app.parse(argc, argv);

@@ -21,6 +21,7 @@
 #include "core/limits.hpp"
 #include "core/progress.hpp"
 #include "core/signals.hpp"
+#include "core/text.hpp"
 #include "driver/checkpoint.hpp"
 #include "driver/device_pipeline.hpp"
 #include "driver/runner.hpp"
@@ -368,7 +369,9 @@ void run(const RunArgs& a) {
     for (const auto& why : plan.skipped) fmt::print("skipped: {}\n", why);
     fmt::print("memory: about {} at the peak (batch {}); this process may use {} ({})\n", format_bytes(double(m.total())),
                runner.options().batch, format_bytes(double(budget.bytes)), budget.source);
-    if (out) fmt::print("report: {}{}\n", a.output, checkpointed ? fmt::format(", saved as it goes in {}", ckpt_path) : "");
+    if (out)
+      fmt::print("report: {}{}\n", printable(a.output),
+                 checkpointed ? fmt::format(", saved as it goes in {}", printable(ckpt_path)) : "");
     return;
   }
 
@@ -401,7 +404,7 @@ void run(const RunArgs& a) {
     if (!a.resume) again.push_back("--resume");
     std::fprintf(stderr, "chunkinv: stopped by %s; %zu of %zu configurations%s are saved in %s; finish with: %s\n",
                  signals::name(s.signal).c_str(), done, plan.groups.size(),
-                 part ? fmt::format(" and {} samples of the next", part).c_str() : "", ckpt_path.c_str(),
+                 part ? fmt::format(" and {} samples of the next", part).c_str() : "", printable(ckpt_path).c_str(),
                  shell_command(again).c_str());
     throw;
   }

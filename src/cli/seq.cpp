@@ -19,6 +19,7 @@
 #include "core/limits.hpp"
 #include "core/output_file.hpp"
 #include "core/signals.hpp"
+#include "downstream/backward.hpp"
 #include "downstream/experiment.hpp"
 #include "downstream/storage.hpp"
 #include "driver/spec.hpp"
@@ -33,7 +34,7 @@ namespace {
 using json = nlohmann::json;
 
 struct SeqArgs {
-  std::string config, paths, output, table_format = "md", inputs, candidate, shard, checkpoint_every;
+  std::string config, paths, output, table_format = "md", inputs, candidate, shard, checkpoint_every, pipeline = "host";
   std::vector<std::string> axes;
   std::optional<uint64_t> samples, seed;
   int threads = 0;
@@ -76,6 +77,8 @@ void seq(SeqArgs a) {
   if (a.list_families) return list_families();
   if (a.list_storage) {
     for (const auto& n : storage_names()) std::cout << n << ": " << find_storage(n).models << "\n";
+    for (const auto& n : backward_storage_names())
+      std::cout << n << " (backward): " << find_backward_storage(n).models << "\n";
     return;
   }
   const TableFormat format = parse_table_format(a.table_format);
@@ -116,6 +119,10 @@ void seq(SeqArgs a) {
       if (const uint64_t n = g.inputs ? g.inputs->sequences.size() : samples; shard->count > n)
         throw UsageError(fmt::format("--shard {}: {} shards of {} sequences; at most {} shards (a shard holds a "
                                      "sequence at least)", a.shard, shard->count, n, n));
+  if (a.pipeline != "host" && a.pipeline != "device")
+    throw UsageError(fmt::format("--pipeline {}: must be host or device (the FP64 recurrence on the GPU)", a.pipeline));
+  const bool device = a.pipeline == "device";
+  if (device) require_device_reference(groups);
   std::optional<OutputFile> out;
   if (!a.output.empty()) {
     out.emplace(a.output);
@@ -130,6 +137,7 @@ void seq(SeqArgs a) {
   opt.threads = a.threads;
   opt.per_sample = a.per_sample;
   opt.shard = shard;
+  opt.device_reference = device;
   const bool checkpointed = out && out->replaced_atomically() && !candidate;
   if (a.resume && !checkpointed)
     throw UsageError("--resume needs -o FILE (a regular file): the checkpoint lies beside the report");
@@ -191,7 +199,7 @@ void seq(SeqArgs a) {
     // The kernel's own outputs: one method (the arithmetic it implements), no path runs.
     const std::string method = axes.contains("method") && axes["method"].is_string() ? axes["method"].get<std::string>()
                                                                                       : "neumann";
-    result.entries = score_candidates(groups, *candidate, parse_method(method).label());
+    result.entries = score_candidates(groups, *candidate, parse_method(method).label(), device);
   } else {
     try {
       result = run_sequences(groups, paths, opt);
@@ -219,7 +227,12 @@ void seq(SeqArgs a) {
   report.meta["seed"] = set ? 0 : opt.seed;
   report.meta["samples"] = set ? set->sequences.size() : samples;
   if (set) report.meta["inputs"] = a.inputs;
-  if (candidate) report.meta["candidate"] = {{"file", a.candidate}, {"inputs", a.inputs}, {"holds", candidate->ht.empty() ? json{"o"} : json{"o", "ht"}}};
+  if (candidate) {
+    json holds = candidate->ht.empty() ? json{"o"} : json{"o", "ht"};
+    if (!candidate->dq.empty())
+      for (const char* g : {"dq", "dk", "dv", "dg", "dbeta"}) holds.push_back(g);
+    report.meta["candidate"] = {{"file", a.candidate}, {"inputs", a.inputs}, {"holds", holds}};
+  }
   json storage = json::object();
   for (const auto& g : groups) storage[g.config.storage] = std::string(find_storage(g.config.storage).models);
   report.meta["downstream"] = {
@@ -228,13 +241,26 @@ void seq(SeqArgs a) {
       {"scale", "K^-1/2"},
       {"decomposition", "total: the path's inverse and the preset's storage; inverse_only: the path's inverse, "
                         "everything else FP64; storage: the exact inverse and the preset's storage"},
-      {"storage", storage}};
+      {"storage", storage},
+      {"reference_pipeline", device ? "device" : "host"}};
+  json backward = json::object();
+  for (const auto& g : groups)
+    if (g.config.backward != "none") backward[g.config.storage] = std::string(find_backward_storage(g.config.storage).models);
+  if (!backward.empty())
+    report.meta["downstream"]["backward"] = {
+        {"reference", "reverse mode through the FP64 token recurrence, derived by hand, of sum(do o) + sum(dht ht)"},
+        {"upstream", "do: the inputs' own, else BF16 N(0, 1) from its own stream; dht: the inputs' own, else zero"},
+        {"inverse", "stored: A as the forward stored it, read as the backward preset reads A; recomputed: the "
+                    "path x method's A as it makes it"},
+        {"storage", backward}};
   if (out) {
     out->commit(report_to_json(report).dump(1) + "\n");
     if (ckpt) ckpt->remove();  // kept when the report could not be written: --resume writes it without computing
   }
   if (!out || !out->to_stdout()) {
     if (!a.quiet) std::cout << format_table(build_table({{a.output.empty() ? "seq" : a.output, report}}, "downstream"), format);
+    if (!a.quiet && !backward.empty())
+      std::cout << "\n" << format_table(build_table({{a.output.empty() ? "seq" : a.output, report}}, "backward"), format);
   }
   if (out && !out->to_stdout() && !a.quiet) std::fprintf(stderr, "report written to %s\n", out->path().c_str());
 }
@@ -261,8 +287,9 @@ void set_seq_command(CLI::App& app) {
   cmd->add_option("config", args->config, "a downstream config: {\"axes\": {...}, \"samples\", \"seed\", \"paths\"}")
       ->check(CLI::ExistingFile);
   cmd->add_option("-a,--axis", args->axes,
-                  "family, seq_len, chunk, dim (K), value_dim (V), storage, window, initial_state, method, and the "
-                  "family's own: name=value, name=[v1,v2], name=[start:stop:step]");
+                  "family, seq_len, chunk, dim (K), value_dim (V), storage, window, initial_state, method, "
+                  "backward (none, stored, recomputed), and the family's own: name=value, name=[v1,v2], "
+                  "name=[start:stop:step]");
   cmd->add_option("--samples", args->samples, "sequences per configuration, 1 to 10^6 (default: the config's, else 4)");
   cmd->add_option("--seed", args->seed, "seed (default: the config's, else 0)");
   cmd->add_option("--inputs", args->inputs,
@@ -282,6 +309,9 @@ void set_seq_command(CLI::App& app) {
   cmd->add_flag("--resume", args->resume, "finish a seq run that was stopped or killed, from FILE.ckpt (same options)");
   cmd->add_option("--checkpoint-every", args->checkpoint_every,
                   "seconds between saves of the sequences done to FILE.ckpt, 0 to 86400 (default 10)");
+  cmd->add_option("--pipeline", args->pipeline,
+                  "host (default) or device: the FP64 recurrence every variant is scored against on the GPU "
+                  "(bit for bit the host's, the same report; K 16, 32, 64 or 128)");
   cmd->add_flag("-q,--quiet", args->quiet, "print nothing but errors");
   cmd->add_flag("--list-families", args->list_families, "list the sequence families and their axes");
   cmd->add_flag("--list-storage", args->list_storage, "list the storage presets and what they model");

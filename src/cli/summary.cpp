@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "core/text.hpp"
 #include "report/worst.hpp"
 
 namespace chunkinv {
@@ -21,7 +22,7 @@ void print_summary(const std::vector<NamedReport>& shown, const OutputFile* out,
   } else {
     std::fputs(worst_list.c_str(), stderr);
   }
-  if (out) std::fprintf(stderr, "report written to %s\n", out->path().c_str());
+  if (out) std::fprintf(stderr, "report written to %s\n", printable(out->path()).c_str());
 }
 
 }  // namespace chunkinv

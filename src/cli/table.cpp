@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <memory>
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -26,6 +28,21 @@ struct TableOptions {
   bool legend = false, no_legend = false, quiet = false;
 };
 
+// The same file twice (however spelled: a link, ./r.json) would give rows
+// that differ in nothing, not even in the report column: refused.
+void refuse_one_report_twice(const std::vector<std::string>& paths) {
+  std::vector<struct stat> seen(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (::stat(paths[i].c_str(), &seen[i]) != 0) continue;  // read_report names what is wrong with it
+    for (size_t j = 0; j < i; ++j)
+      if (seen[j].st_ino == seen[i].st_ino && seen[j].st_dev == seen[i].st_dev && seen[j].st_nlink)
+        throw UsageError(paths[i] == paths[j]
+                             ? fmt::format("table: report {} is given twice; give each report once", paths[i])
+                             : fmt::format("table: reports {} and {} are one file; give each report once", paths[j],
+                                           paths[i]));
+  }
+}
+
 void run_table(const TableOptions& o) {
   const TableFormat format = parse_table_format(o.format);
   std::string worst_by = o.worst_by;
@@ -44,6 +61,7 @@ void run_table(const TableOptions& o) {
     out->refuse_overwriting(o.reports);  // `table R -o R` would replace the report by its table
   }
 
+  refuse_one_report_twice(o.reports);
   std::vector<NamedReport> reports;
   for (const auto& path : o.reports) reports.push_back({path, read_report(path)});
   Table table = build_table(reports, o.preset, layout_for(format), o.columns);

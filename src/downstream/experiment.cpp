@@ -9,10 +9,14 @@
 #include "core/error.hpp"
 #include "core/signals.hpp"
 #include "core/thread_pool.hpp"
+#include "downstream/backward.hpp"
+#include "downstream/backward_experiment.hpp"
 #include "downstream/forward.hpp"
 #include "downstream/scores.hpp"
 #include "downstream/storage.hpp"
 #include "metrics/sketch.hpp"
+#include "gpu/gpu.hpp"
+#include "gpu/recurrence.hpp"
 #include "metrics/stats.hpp"
 #include "paths/gold/gold.hpp"
 
@@ -42,6 +46,7 @@ void set_axis(SeqConfig& c, const std::string& name, const json& v) {
   else if (name == "window") c.window = int_axis(name, v);
   else if (name == "storage") c.storage = string_axis(name, v);
   else if (name == "initial_state") c.initial_state = string_axis(name, v);
+  else if (name == "backward") c.backward = string_axis(name, v);
   else c.params[name] = v;  // the family's own (complete() drops what it does not take)
 }
 
@@ -71,6 +76,7 @@ void validate_common(const SeqConfig& c) {
                                  "use fla_chunk_kda for gating=channel", c.storage));
   if (c.initial_state != "zero" && c.initial_state != "random")
     throw UsageError(fmt::format("axis initial_state = \"{}\" must be \"zero\" or \"random\"", c.initial_state));
+  validate_backward(c);
 }
 
 }  // namespace
@@ -83,9 +89,9 @@ void validate_sequence_config(const SeqConfig& c) {
 
 std::vector<SeqGroup> expand_inputs(std::shared_ptr<const SequenceSet> set, const json& axes) {
   for (const auto& [name, v] : axes.items())
-    if (name != "chunk" && name != "storage" && name != "window" && name != "method")
+    if (name != "chunk" && name != "storage" && name != "window" && name != "method" && name != "backward")
       throw UsageError(fmt::format("axis {} is not for --inputs: the sequences are the file's (axes: chunk, storage, "
-                                   "window, method)", name));
+                                   "window, method, backward)", name));
   const Sequence& first = set->sequences.front();
   int longest = 0;
   for (const Sequence& s : set->sequences) longest = std::max(longest, s.tokens);
@@ -97,8 +103,10 @@ std::vector<SeqGroup> expand_inputs(std::shared_ptr<const SequenceSet> set, cons
   std::vector<SeqGroup> groups;
   for (const json& chunk : axes.contains("chunk") ? values_of(axes["chunk"]) : std::vector<json>{64})
     for (const json& storage : axes.contains("storage") ? values_of(axes["storage"]) : std::vector<json>{"fla_chunk_kda"})
-      for (const json& window : axes.contains("window") ? values_of(axes["window"]) : std::vector<json>{0}) {
+      for (const json& window : axes.contains("window") ? values_of(axes["window"]) : std::vector<json>{0})
+      for (const json& backward : axes.contains("backward") ? values_of(axes["backward"]) : std::vector<json>{"none"}) {
         SeqConfig c;
+        c.backward = string_axis("backward", backward);
         c.family = "inputs";
         c.params = {{"inputs", set->source}};
         if (first.gating == Gating::kChannel) c.params["gating"] = "channel";
@@ -167,6 +175,33 @@ struct Task {
   Method m;
 };
 
+// The recurrence a sequence is scored against: the CPU's, or the GPU's
+// (bit for bit the same, gpu/recurrence.hpp), one sequence advanced a chunk
+// at a time with its state brought back at every boundary.
+class Reference {
+ public:
+  Reference(const Sequence& s, double scale, bool device) : s_(s), cpu_(s, scale) {
+    if (!device) return;
+    gpu_ = std::make_unique<gpu::DeviceRecurrence>(1, s.key_dim, s.value_dim, s.gating == Gating::kChannel, scale,
+                                                    s.h0.empty() ? nullptr : s.h0.data());
+    state_.resize(s.key_dim, s.value_dim);
+  }
+  void advance(int first, int count, Mat& o) {
+    if (!gpu_) return cpu_.advance(first, count, o);
+    const size_t t = static_cast<size_t>(first), K = s_.key_dim, V = s_.value_dim, W = s_.gate_width();
+    o.resize(count, s_.value_dim);
+    gpu_->advance(count, &s_.q[t * K], &s_.k[t * K], &s_.g[t * W], &s_.beta[t], &s_.v[t * V], o.data());
+    gpu_->state(state_.data());
+  }
+  const Mat& state() const { return gpu_ ? state_ : cpu_.state(); }
+
+ private:
+  const Sequence& s_;
+  Recurrence cpu_;
+  std::unique_ptr<gpu::DeviceRecurrence> gpu_;
+  Mat state_;
+};
+
 // The chunks' inverses come in blocks of about this many tokens: memory
 // O(block), never O(T), whatever the chunk.
 constexpr int kBlockTokens = 4096;
@@ -174,7 +209,7 @@ constexpr int kBlockTokens = 4096;
 // One sequence: every task's values (downstream_metrics(), then the windows).
 std::vector<std::vector<double>> run_one(const Sequence& s, const SeqConfig& cfg, int window, const std::vector<Task>& tasks,
                                          const std::vector<std::vector<const Method*>>& path_methods,
-                                         std::vector<std::unique_ptr<Path>>& paths, ThreadPool& pool) {
+                                         std::vector<std::unique_ptr<Path>>& paths, ThreadPool& pool, bool device_reference) {
   const int C = cfg.chunk, N = s.chunks(C);
   const double scale = default_scale(s);
   const StoragePreset& preset = find_storage(cfg.storage);
@@ -189,7 +224,7 @@ std::vector<std::vector<double>> run_one(const Sequence& s, const SeqConfig& cfg
     forwards.emplace_back(s, C, preset, scale);
     forwards.emplace_back(s, C, fp64_storage(), scale);
   }
-  Recurrence ref(s, scale);
+  Reference ref(s, scale, device_reference);
   Mat ref_rows;
   std::vector<Mat> rows(nv);
   const int block = std::max(1, std::min(N, kBlockTokens / C));
@@ -228,13 +263,13 @@ std::vector<std::vector<double>> run_one(const Sequence& s, const SeqConfig& cfg
 
 }  // namespace
 
-VariantScore score_candidate(const Sequence& s, int window, const Mat& o, const Mat* ht) {
+VariantScore score_candidate(const Sequence& s, int window, const Mat& o, const Mat* ht, bool device_reference) {
   if (o.rows() != s.tokens || o.cols() != s.value_dim)
     throw UsageError(fmt::format("candidate o is {} x {}, the sequence's is {} x {}", o.rows(), o.cols(), s.tokens, s.value_dim));
   if (ht && (ht->rows() != s.key_dim || ht->cols() != s.value_dim))
     throw UsageError(fmt::format("candidate ht is {} x {}, the state's is {} x {}", ht->rows(), ht->cols(), s.key_dim,
                                  s.value_dim));
-  Recurrence ref(s, default_scale(s));
+  Reference ref(s, default_scale(s), device_reference);
   Mat ref_o;
   ref.advance(0, s.tokens, ref_o);
   VariantScore score(s.tokens, window);
@@ -246,7 +281,8 @@ VariantScore score_candidate(const Sequence& s, int window, const Mat& o, const 
 namespace {
 
 // The metric names and infos of a group's entries: the table, then its windows.
-void entry_metrics(const SeqGroup& g, std::vector<std::string>& names, std::vector<MetricInfo>& infos) {
+void entry_metrics(const SeqGroup& g, std::vector<std::string>& names, std::vector<MetricInfo>& infos,
+                   bool backward) {
   infos.assign(downstream_metrics().begin(), downstream_metrics().end());
   names.clear();
   for (const MetricInfo& m : infos) names.emplace_back(m.name);
@@ -255,6 +291,15 @@ void entry_metrics(const SeqGroup& g, std::vector<std::string>& names, std::vect
   for (int w = 0; w < (one_length ? g.config.seq_len / window : 1); ++w) {
     names.push_back(window_metric_name(w * window));
     infos.push_back(window_metric_info());
+  }
+  if (!backward) return;
+  for (const MetricInfo& m : backward_metrics()) {
+    names.emplace_back(m.name);
+    infos.push_back(m);
+  }
+  for (std::string& n : backward_window_names(one_length ? g.config.seq_len : window, window)) {
+    names.push_back(std::move(n));
+    infos.push_back(backward_window_info());
   }
 }
 
@@ -294,25 +339,56 @@ ReportEntry entry_of(const SeqGroup& g, const std::string& path, const std::stri
 
 }  // namespace
 
+void require_device_reference(const std::vector<SeqGroup>& groups) {
+  for (const SeqGroup& g : groups)
+    if (const std::string why = gpu::recurrence_unsupported(g.config.dim, g.config.value_dim); !why.empty())
+      throw UsageError("--pipeline device: " + why);
+  if (const std::string why = gpu::unavailable_reason(); !why.empty())
+    throw UsageError("--pipeline device: the GPU recurrence needs a CUDA GPU: " + why);
+}
+
 std::vector<ReportEntry> score_candidates(const std::vector<SeqGroup>& groups, const CandidateOutputs& outputs,
-                                          const std::string& method) {
+                                          const std::string& method, bool device_reference) {
   std::vector<ReportEntry> entries;
   for (const SeqGroup& g : groups) {
     std::vector<std::string> names;
     std::vector<MetricInfo> infos;
-    entry_metrics(g, names, infos);
+    const bool grads = !outputs.dq.empty();
+    entry_metrics(g, names, infos, grads);
     std::vector<std::vector<double>> values(names.size());
-    const auto put = [&](const char* name, double v) {
+    const auto put = [&](const std::string& name, double v) {
       values[std::find(names.begin(), names.end(), name) - names.begin()].push_back(v);
     };
     for (size_t i = 0; i < g.inputs->sequences.size(); ++i) {
       const Sequence& s = g.inputs->sequences[i];
-      const VariantScore score = score_candidate(s, window_of(g, s), outputs.o[i], outputs.ht.empty() ? nullptr : &outputs.ht[i]);
+      const VariantScore score = score_candidate(s, window_of(g, s), outputs.o[i], outputs.ht.empty() ? nullptr : &outputs.ht[i],
+                                                 device_reference);
       put("o_rel_rmse", score.o_rel_rmse());
       if (!outputs.ht.empty()) put("ht_rel_rmse", score.ht_rel_rmse());
       put("o_finite", score.first_nonfinite() < 0 ? 1.0 : 0.0);
       put("o_first_nonfinite", static_cast<double>(score.first_nonfinite() < 0 ? s.tokens : score.first_nonfinite()));
       for (size_t w = 0; w < score.windows(); ++w) values[downstream_metrics().size() + w].push_back(score.window_rel_rmse(w));
+      if (grads) {
+        // The kernel's gradients against the recurrence's, of the inputs' own do (and dht).
+        if (s.d_o.empty())
+          throw UsageError(fmt::format("the candidate holds gradients: --inputs {} must hold the upstream do they "
+                                       "were computed from", g.inputs->source));
+        const Gradients ref = recurrent_backward(s, upstream_of(s, 0, i), default_scale(s));
+        Gradients kernel;
+        kernel.dq = outputs.dq[i], kernel.dk = outputs.dk[i], kernel.dv = outputs.dv[i];
+        kernel.dg = outputs.dg[i], kernel.dbeta = outputs.dbeta[i];
+        const int window = window_of(g, s);
+        GradientScores gs(s.tokens, window);
+        gs.add(0, kernel, ref);
+        const char* gradient_names[] = {"dq", "dk", "dv", "dg", "dbeta"};
+        for (size_t k = 0; k < 5; ++k) {
+          put(fmt::format("{}_rel_rmse", gradient_names[k]), gs.g[k].rel_rmse());
+          for (size_t w = 0; w < gs.g[k].windows(); ++w)
+            put(fmt::format("{}_rel_rmse_from_{}", gradient_names[k], w * window), gs.g[k].window_rel_rmse(w));
+        }
+        put("grad_finite", gs.first_nonfinite() < 0 ? 1.0 : 0.0);
+        put("grad_first_nonfinite", static_cast<double>(gs.first_nonfinite() < 0 ? s.tokens : gs.first_nonfinite()));
+      }
     }
     entries.push_back(entry_of(g, "candidate", method, 0, names, infos, values, false));
   }
@@ -357,7 +433,7 @@ Checkpoint::Layout sequence_layout(const std::vector<SeqGroup>& groups, const st
     if (tasks.empty()) continue;
     std::vector<std::string> names;
     std::vector<MetricInfo> infos;
-    entry_metrics(group, names, infos);
+    entry_metrics(group, names, infos, group.config.backward != "none");
     l.axes.emplace_back();
     l.metrics.emplace_back();
     for (const Task& t : tasks) {
@@ -390,7 +466,7 @@ SeqRunResult run_sequences(const std::vector<SeqGroup>& groups, const std::vecto
     }
     std::vector<std::string> names;
     std::vector<MetricInfo> infos;
-    entry_metrics(group, names, infos);
+    entry_metrics(group, names, infos, cfg.backward != "none");
     const size_t nm = names.size();
     // Sequence first + i of the configuration is this run's i-th: the same
     // sequence, seed and numbers whatever the split.
@@ -408,7 +484,14 @@ SeqRunResult run_sequences(const std::vector<SeqGroup>& groups, const std::vecto
     for (uint64_t i = done; i < count; ++i) {
       const Sequence s =
           group.inputs ? group.inputs->sequences[first + i] : find_source(cfg.family).make(cfg, opt.seed, first + i);
-      const auto v = run_one(s, cfg, window_of(group, s), tasks, path_methods, instances, pool);
+      auto v = run_one(s, cfg, window_of(group, s), tasks, path_methods, instances, pool, opt.device_reference);
+      if (cfg.backward != "none") {
+        std::vector<InverseTask> inverse_tasks;
+        for (const Task& t : tasks) inverse_tasks.push_back({t.path, t.method});
+        const Upstream up = upstream_of(s, group.inputs ? 0 : opt.seed, first + i);
+        const auto b = run_backward_one(s, up, cfg, window_of(group, s), inverse_tasks, path_methods, instances, pool);
+        for (size_t t = 0; t < tasks.size(); ++t) v[t].insert(v[t].end(), b[t].begin(), b[t].end());
+      }
       for (size_t t = 0; t < tasks.size(); ++t)
         for (size_t k = 0; k < nm; ++k) values[t][k].push_back(v[t][k]);
       if (ckpt && i + 1 < count) ckpt->add_block(gi, i, 1, v);  // per task: its nm values

@@ -58,6 +58,9 @@ struct SeqRunOptions {
   // run again. `stop` (a signal) ends the run after a sequence, saved.
   Checkpoint* checkpoint = nullptr;
   std::function<int()> stop;
+  // The FP64 recurrence every variant is scored against on the GPU
+  // (gpu/recurrence.hpp): the CPU's bits, so the same report.
+  bool device_reference = false;
 };
 
 struct SeqRunResult {
@@ -69,13 +72,16 @@ struct SeqRunResult {
 // scored as a variant against the FP64 recurrence: its o_rel_rmse, windows,
 // first non-finite position and ht_rel_rmse (no boundary states: a kernel
 // returns none).
-VariantScore score_candidate(const Sequence& s, int window, const Mat& o, const Mat* ht);
+VariantScore score_candidate(const Sequence& s, int window, const Mat& o, const Mat* ht, bool device_reference = false);
 
 // A kernel's outputs on every sequence of each group's inputs, scored: one
 // entry per group, path "candidate", method `method` (the arithmetic the
 // kernel implements, for the axes only).
 std::vector<ReportEntry> score_candidates(const std::vector<SeqGroup>& groups, const CandidateOutputs& outputs,
-                                          const std::string& method);
+                                          const std::string& method, bool device_reference = false);
+// UsageError in one line where the GPU recurrence cannot be every group's
+// reference (a K or V it does not run, no GPU).
+void require_device_reference(const std::vector<SeqGroup>& groups);
 
 SeqRunResult run_sequences(const std::vector<SeqGroup>& groups, const std::vector<PathChoice>& paths,
                            const SeqRunOptions& options);

@@ -1,5 +1,6 @@
 #include "downstream/forward.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/detmath.hpp"
@@ -24,28 +25,49 @@ Recurrence::Recurrence(const Sequence& s, double scale) : s_(s), scale_(scale) {
                         : Mat(Eigen::Map<const Mat>(s.h0.data(), s.key_dim, s.value_dim));
 }
 
+void recurrence_dots(const double* a, const Mat& S, double* out) {
+  const Eigen::Index K = S.rows(), V = S.cols();
+  constexpr int R = kRecurrenceSlices;
+  thread_local std::vector<double> chains;  // [slice][chain][column]
+  chains.assign(static_cast<size_t>(R) * 2 * V, 0.0);
+  for (Eigen::Index c = 0; c < K; ++c) {
+    double* chain = &chains[static_cast<size_t>((c / 2) % R * 2 + c % 2) * V];
+    const double x = a[c];
+    const double* row = &S(c, 0);
+    for (Eigen::Index e = 0; e < V; ++e) chain[e] = std::fma(x, row[e], chain[e]);
+  }
+  for (Eigen::Index e = 0; e < V; ++e) {
+    double p[R];
+    for (int r = 0; r < R; ++r) p[r] = chains[static_cast<size_t>(2 * r) * V + e] + chains[static_cast<size_t>(2 * r + 1) * V + e];
+    out[e] = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+  }
+}
+
+// Every operation is one IEEE operation, an explicit fma or a rounded * or
+// + (the build contracts nothing: -ffp-contract=off), in the GPU form's
+// order: S(c, e) * exp(g_c); the dots as recurrence_dots; pred = beta (v - dot);
+// S(c, e) = fma(k_c, pred_e, S(c, e)); o = scale * dot.
 void Recurrence::advance(int first, int count, Mat& o) {
   const int K = s_.key_dim, V = s_.value_dim;
   o.resize(count, V);
+  decay_.resize(K);
+  dots_.resize(V);
   std::vector<double> pred(V);
   for (int r = 0; r < count; ++r) {
     const int t = first + r;
     const double* k = &s_.k[static_cast<size_t>(t) * K];
     const double* q = &s_.q[static_cast<size_t>(t) * K];
     const double* v = &s_.v[static_cast<size_t>(t) * V];
-    for (int c = 0; c < K; ++c) state_.row(c) *= detmath::exp(s_.gate(t, c));  // S = diag(e^g_t) S
-    for (int e = 0; e < V; ++e) {
-      double acc = 0.0;
-      for (int c = 0; c < K; ++c) acc += k[c] * state_(c, e);
-      pred[e] = s_.beta[t] * (v[e] - acc);  // beta (v - S^T k), with the decayed S
-    }
+    if (s_.gating == Gating::kToken) std::fill(decay_.begin(), decay_.end(), detmath::exp(s_.gate(t, 0)));
+    else for (int c = 0; c < K; ++c) decay_[c] = detmath::exp(s_.gate(t, c));
     for (int c = 0; c < K; ++c)
-      for (int e = 0; e < V; ++e) state_(c, e) += k[c] * pred[e];
-    for (int e = 0; e < V; ++e) {
-      double acc = 0.0;
-      for (int c = 0; c < K; ++c) acc += q[c] * state_(c, e);
-      o(r, e) = scale_ * acc;
-    }
+      for (int e = 0; e < V; ++e) state_(c, e) *= decay_[c];  // S = diag(e^g_t) S
+    recurrence_dots(k, state_, dots_.data());
+    for (int e = 0; e < V; ++e) pred[e] = s_.beta[t] * (v[e] - dots_[e]);  // beta (v - S^T k), with the decayed S
+    for (int c = 0; c < K; ++c)
+      for (int e = 0; e < V; ++e) state_(c, e) = std::fma(k[c], pred[e], state_(c, e));
+    recurrence_dots(q, state_, dots_.data());
+    for (int e = 0; e < V; ++e) o(r, e) = scale_ * dots_[e];
   }
 }
 

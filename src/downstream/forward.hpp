@@ -3,6 +3,8 @@
 // - Recurrence: the token recurrence in FP64, fla's naive_recurrent_kda
 //   convention, independent of any chunking. Per token t and channel c:
 //     S_t = diag(exp(g_t)) S_{t-1};  S_t += beta_t k_t (v_t - S_t^T k_t)^T;  o_t = scale S_t^T q_t.
+//   Its operations in one order, the GPU's (gpu/recurrence.cu), so that
+//   both give the same bits (recurrence_dots below).
 // - ChunkedForward: the chunk-wise form the kernels compute, with the
 //   per-chunk inverse A = (I + L)^-1 handed in (any path x method, or the
 //   exact one) and every intermediate stored as a StoragePreset says. With
@@ -26,6 +28,15 @@ double default_scale(const Sequence& s);
 // every machine (Eigen's blocked product sizes its blocks from the cache).
 Mat product(const Mat& a, const Mat& b);
 
+// The recurrence's dot products out[e] = sum_c a[c] S(c, e) for every column
+// e of S (K x V), in the one order the GPU form computes them: row c goes
+// to slice (c / 2) mod 8 and within it to chain c mod 2; each chain starts
+// at +0 and takes its rows in ascending order, acc = fma(a[c], S(c, e), acc);
+// slice r's partial is P_r = chain 0 + chain 1; the column's sum is
+// ((P_0 + P_4) + (P_1 + P_5)) + ((P_2 + P_6) + (P_3 + P_7)).
+inline constexpr int kRecurrenceSlices = 8;
+void recurrence_dots(const double* a, const Mat& S, double* out);
+
 class Recurrence {
  public:
   Recurrence(const Sequence& s, double scale);
@@ -37,6 +48,7 @@ class Recurrence {
   const Sequence& s_;
   double scale_;
   Mat state_;
+  std::vector<double> decay_, dots_;
 };
 
 class ChunkedForward {

@@ -27,6 +27,10 @@ struct Sequence {
   // what the references use: keys not rounded), gating per channel, and each
   // chunk's sample is the raw tokens of the chunk, activated per path.
   std::shared_ptr<const RawInputs> raw;
+  // The backward's upstream gradients where a tensor set gives them
+  // (downstream/backward.hpp): do T x V (empty: random), dht K x V (empty: zero).
+  std::vector<double> d_o;
+  std::vector<double> dht;
 
   double gate(int t, int c) const {
     return gating == Gating::kToken ? g[t] : g[static_cast<size_t>(t) * key_dim + c];

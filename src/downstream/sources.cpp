@@ -203,6 +203,7 @@ nlohmann::json SeqConfig::axes() const {
   nlohmann::json a = {{"family", family},   {"chunk", chunk},     {"dim", dim},        {"value_dim", value_dim},
                       {"seq_len", seq_len}, {"storage", storage}, {"window", window_or_default()}};
   if (initial_state != "zero") a["initial_state"] = initial_state;
+  if (backward != "none") a["backward"] = backward;
   for (const auto& [k, v] : params.items()) a[k] = v;
   return a;
 }
@@ -238,7 +239,8 @@ std::vector<std::string> source_names() {
 
 const std::vector<std::string>& sequence_axes() {
   static const std::vector<std::string> a{"family", "chunk",   "dim",    "value_dim",     "seq_len",
-                                          "storage", "window", "method", "initial_state"};
+                                          "storage", "window", "method", "initial_state",
+                                          "backward"};
   return a;
 }
 

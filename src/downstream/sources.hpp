@@ -25,6 +25,7 @@ struct SeqConfig {
   int window = 0;        // positions per window of o's error; 0: T / 16 where that is whole, else T
   std::string storage = "fla_chunk_kda";
   std::string initial_state = "zero";  // or "random": h0 with BF16 N(0, 1) entries
+  std::string backward = "none";       // or "stored", "recomputed": the backward too (downstream/backward_experiment.hpp)
   nlohmann::json params = nlohmann::json::object();  // the family's own axes, defaults filled in
 
   nlohmann::json axes() const;  // {"family", "chunk", "dim", "value_dim", "seq_len", "storage", ...}

@@ -72,7 +72,7 @@ SequenceSet load_sequences(const std::string& path) {
   if (!set.token_layout) throw UsageError(fmt::format("inputs {}: seq reads fla's token layout (k [B, T, H, K]), not chunks", path));
   if (set.is_raw())
     throw UsageError(fmt::format("inputs {}: seq reads activated g and beta, not FlashKDA's raw inputs", path));
-  TensorMap more = read_named(path, {"q", "v", "initial_state"});
+  TensorMap more = read_named(path, {"q", "v", "initial_state", "do", "dht"});
   const auto where = [&](const char* n) { return fmt::format("inputs {}[{}]", path, n); };
   const int64_t B = set.batch, T = set.tokens, H = set.heads, K = set.dim;
   if (!more.count("q")) throw UsageError(fmt::format("inputs {}: q is missing (seq needs q, k, v, g, beta)", path));
@@ -92,6 +92,11 @@ SequenceSet load_sequences(const std::string& path) {
                                    path, n, n, n + 1));
   const Tensor* h0 = more.count("initial_state") ? &more["initial_state"] : nullptr;
   if (h0) check_tensor(where("initial_state"), *h0, {N, H, K, V});
+  // The backward's upstream gradients, where the set gives them (else do is random, dht zero).
+  const Tensor* d_o = more.count("do") ? &more["do"] : nullptr;
+  if (d_o) check_tensor(where("do"), *d_o, {B, T, H, V});
+  const Tensor* dht = more.count("dht") ? &more["dht"] : nullptr;
+  if (dht) check_tensor(where("dht"), *dht, {N, H, K, V});
   SequenceSet out;
   out.source = path;
   out.heads = static_cast<int>(H);
@@ -110,12 +115,17 @@ SequenceSet load_sequences(const std::string& path) {
         s.q.insert(s.q.end(), q.values.begin() + bth * K, q.values.begin() + (bth + 1) * K);
         s.k.insert(s.k.end(), set.keys.begin() + bth * K, set.keys.begin() + (bth + 1) * K);
         s.v.insert(s.v.end(), v.values.begin() + bth * V, v.values.begin() + (bth + 1) * V);
+        if (d_o) s.d_o.insert(s.d_o.end(), d_o->values.begin() + bth * V, d_o->values.begin() + (bth + 1) * V);
         s.g.insert(s.g.end(), set.g.begin() + bth * W, set.g.begin() + (bth + 1) * W);
         s.beta.push_back(set.beta[bth]);
       }
       if (h0) {
         const size_t at = static_cast<size_t>((n * H + h) * K * V);
         s.h0.assign(h0->values.begin() + at, h0->values.begin() + at + K * V);
+      }
+      if (dht) {
+        const size_t at = static_cast<size_t>((n * H + h) * K * V);
+        s.dht.assign(dht->values.begin() + at, dht->values.begin() + at + K * V);
       }
       out.sequences.push_back(std::move(s));
     }
@@ -132,7 +142,7 @@ bool holds_sequences(const std::string& path) {
 }
 
 CandidateOutputs load_candidate_outputs(const std::string& path, const SequenceSet& set) {
-  TensorMap t = read_named(path, {"o", "ht", "final_state"});
+  TensorMap t = read_named(path, {"o", "ht", "final_state", "dq", "dk", "dv", "dg", "dbeta"});
   if (!t.count("ht") && t.count("final_state")) t["ht"] = std::move(t["final_state"]);
   if (!t.count("o")) throw UsageError(fmt::format("candidate {}: o is missing (o [B, T, H, V], optional ht)", path));
   const Sequence& first = set.sequences.front();
@@ -156,6 +166,38 @@ CandidateOutputs load_candidate_outputs(const std::string& path, const SequenceS
       out.o.push_back(std::move(m));
     }
     at += T;
+  }
+  // A kernel's gradients, in the inputs' layout: dq, dk [B, T, H, K], dv [B, T, H, V],
+  // dg as g ([B, T, H] or [B, T, H, K]), dbeta [B, T, H]; all five or none.
+  const int W = first.gate_width();
+  const std::pair<const char*, int64_t> grads[] = {{"dq", K}, {"dk", K}, {"dv", V}, {"dg", W}, {"dbeta", 1}};
+  int held = 0;
+  for (const auto& [name, width] : grads) held += static_cast<int>(t.count(name));
+  if (held != 0 && held != 5)
+    throw UsageError(fmt::format("candidate {}: holds {} of the gradients dq, dk, dv, dg, dbeta; give all five or none",
+                                 path, held));
+  if (held == 5) {
+    std::vector<Mat>* into[] = {&out.dq, &out.dk, &out.dv, &out.dg, &out.dbeta};
+    for (size_t g = 0; g < 5; ++g) {
+      const auto& [name, width] = grads[g];
+      std::vector<int64_t> shape = o_shape;
+      if (name == std::string("dbeta") || (name == std::string("dg") && W == 1)) shape.pop_back();
+      else shape.back() = width;
+      check_tensor(fmt::format("candidate {}[{}]", path, name), t[name], shape, false);
+      const Tensor& x = t[name];
+      int64_t first_token = 0;
+      for (int64_t n = 0; n < N; ++n) {
+        const int64_t T = set.sequences[n * H].tokens;
+        for (int64_t h = 0; h < H; ++h) {
+          Mat m(T, width);
+          for (int64_t r = 0; r < T; ++r)
+            for (int64_t e = 0; e < width; ++e)
+              m(r, e) = x.values[static_cast<size_t>(((first_token + r) * H + h) * width + e)];
+          into[g]->push_back(std::move(m));
+        }
+        first_token += T;
+      }
+    }
   }
   if (t.count("ht")) {
     const Tensor& ht = t["ht"];

@@ -4,7 +4,9 @@
 //   inputs     q, k [B, T, H, K], v [B, T, H, V], g [B, T, H] or [B, T, H, K],
 //              beta [B, T, H], optional initial_state [N, H, K, V] and
 //              cu_seqlens [N + 1] (then B = 1)
-//   candidate  o [B, T, H, V], optional ht [N, H, K, V] (fla's final_state)
+//   candidate  o [B, T, H, V], optional ht [N, H, K, V] (fla's final_state),
+//              optional gradients dq, dk [B, T, H, K], dv [B, T, H, V], dg as g, dbeta [B, T, H]
+//   inputs may add do [B, T, H, V] and dht [N, H, K, V]: the backward's upstream gradients
 //
 // in a directory of .npy files, an .npz or a .safetensors. k, g, beta and
 // cu_seqlens are read and checked as every tensor set's (inputs/tensor_set);
@@ -38,6 +40,10 @@ bool holds_sequences(const std::string& path);
 struct CandidateOutputs {
   std::vector<Mat> o;   // one per sequence of the set, T x V
   std::vector<Mat> ht;  // empty, or one per sequence, K x V
+  // A kernel's gradients (empty, or one per sequence): dq, dk T x K, dv T x V,
+  // dg T x 1 or T x K, dbeta T x 1, scored against the recurrence's gradient
+  // of the inputs' upstream do (and dht).
+  std::vector<Mat> dq, dk, dv, dg, dbeta;
 };
 CandidateOutputs load_candidate_outputs(const std::string& path, const SequenceSet& set);
 

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "gpu/gpu.hpp"
+#include "gpu/recurrence.hpp"
 #include "paths/gpu_paths.hpp"
 
 namespace chunkinv::gpu {
@@ -17,6 +18,20 @@ std::string driver_version() { return ""; }
 
 std::unique_ptr<Path> make_kernel_path(int, int) { throw UsageError("path kernel: this build has no CUDA support"); }
 std::unique_ptr<Path> make_cublas_path(bool) { throw UsageError("path cublas: this build has no CUDA support"); }
+
+struct DeviceRecurrence::Impl {};
+DeviceRecurrence::DeviceRecurrence(int, int, int, bool, double, const double*) {
+  throw UsageError("the GPU recurrence: this build has no CUDA support");
+}
+DeviceRecurrence::~DeviceRecurrence() = default;
+void DeviceRecurrence::advance(int, const double*, const double*, const double*, const double*, const double*, double*) {
+  throw UsageError("the GPU recurrence: this build has no CUDA support");
+}
+void DeviceRecurrence::state(double*) const { throw UsageError("the GPU recurrence: this build has no CUDA support"); }
+RecurrenceTiming time_recurrence(const RecurrenceProblem&, int, int, const std::vector<int>&,
+                                 const std::function<bool(const RecurrenceTiming&)>&) {
+  throw UsageError("the GPU recurrence: this build has no CUDA support");
+}
 
 }  // namespace chunkinv::gpu
 #endif

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/fp.hpp"
+#include "core/limits.hpp"
 #include "core/text.hpp"
 #include "io/npy.hpp"
 #include "io/safetensors.hpp"
@@ -157,7 +158,8 @@ TensorSet make_set(FoundMap& found, const std::string& path) {
   }
   const int64_t d = ks.back();
   if (d < 1) throw UsageError(fmt::format("{}: shape {}: dim d = 0", k.where, dims(ks)));
-  if (d > 1 << 20) throw UsageError(fmt::format("{}: shape {}: dim d = {} is beyond 2^20", k.where, dims(ks), d));
+  // As the dim axis of every configuration (and a raw set's keys): named here, with the file's tensor.
+  if (d > 4096) throw UsageError(fmt::format("{}: shape {}: dim d = {} is not in 1..4096", k.where, dims(ks), d));
   // g and beta: the keys' shape without d; g may keep d (per-channel gates).
   const std::vector<int64_t> per_token(ks.begin(), ks.end() - 1);
   const std::string token_dims = s.token_layout ? "[B, T, H]" : "[N, C]";
@@ -383,6 +385,58 @@ TensorSet make_raw_set(FoundMap& found, const std::string& path) {
   return s;
 }
 
+// What reading the set at `path` holds in memory at once, from the headers
+// alone (no data is read): the bytes of its largest file (a file is read
+// whole), for an .npz its largest member as well (extracted whole), and
+// 16 bytes per value: each is decoded to a double, then copied into the set
+// (or, for a candidate, its matrices). Refused, naming the file and the
+// limit, when that is more than this process may use (core/limits), so that
+// a set too large ends at once, not after minutes of reading.
+void check_load_memory(const std::string& path, const std::vector<std::string>& names) {
+  std::error_code ec;
+  uint64_t file = 0, member = 0, values = 0;
+  const auto add = [&](const Tensor& t) {
+    values += t.numel();
+    member = std::max(member, *bytes_needed(t.shape, t.dtype));
+  };
+  if (fs::is_directory(path, ec)) {
+    for (const std::string& n : names) {
+      const std::string f = (fs::path(path) / (n + ".npy")).string();
+      if (!fs::exists(f, ec) && !fs::is_symlink(f, ec)) continue;
+      uint64_t size = 0;
+      (void)read_file_prefix(f, 0, &size);  // the file's checks and size
+      file = std::max(file, size);
+      add(read_npy_header(f));
+    }
+    member = 0;  // a .npy file is read as it is
+  } else {
+    if (!fs::exists(path, ec)) return;  // named by the reader
+    uint64_t size = 0;
+    if (path.ends_with(".npz") || path.ends_with(".safetensors")) (void)read_file_prefix(path, 0, &size);
+    file = size;
+    if (path.ends_with(".npz")) {
+      for (const auto& [k, t] : read_npz_headers(path)) add(t);
+    } else if (path.ends_with(".safetensors")) {
+      for (const auto& [k, t] : read_safetensors_header(path)) add(t);
+      member = 0;
+    } else {
+      return;  // named by the reader
+    }
+  }
+  const auto mul = [](uint64_t a, uint64_t b) { return a > UINT64_MAX / b ? UINT64_MAX : a * b; };
+  const auto sum = [](uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
+  const uint64_t need = sum(sum(file, member), mul(values, 16));
+  const MemoryBudget budget = memory_budget(1);
+  const uint64_t usable = budget.bytes / 10 * 9;  // as a run keeps a tenth back
+  if (need <= usable) return;
+  throw UsageError(fmt::format("{}: reading it needs about {} ({} values at 16 bytes each, and {} of file{}), more "
+                               "than the {} this process may use ({}); give a smaller set, e.g. fewer chunks or "
+                               "sequences",
+                               path, format_bytes(double(need)), values, format_bytes(double(file)),
+                               member ? fmt::format(" and {} of its largest member", format_bytes(double(member))) : "",
+                               format_bytes(double(budget.bytes)), budget.source));
+}
+
 // Reads the tensors `names` of a set at `path` (a directory of .npy, an .npz
 // or a .safetensors): those present, each with the prefix of its messages.
 FoundMap read_container(const std::string& path, const std::vector<std::string>& names, TensorMap* all_out) {
@@ -419,6 +473,7 @@ TensorSet load_tensor_set(const std::string& path) {
       throw UsageError(fmt::format("{}: the file name is not UTF-8 text (or holds a control character), which a report's "
                                    "axes must be; rename it",
                                    printable(path)));
+    check_load_memory(path, {"keys", "k", "g", "beta", kSeqlens, "g_raw", "beta_raw", "A_log", "dt_bias", "lower_bound"});
     std::error_code ec;
     FoundMap found;
     if (fs::is_directory(path, ec)) {
@@ -560,6 +615,7 @@ Sample chunk_sample(const TensorSet& s, const TokenChunk& c, int chunk) {
 
 CandidateSet load_candidate(const std::string& path, const TensorSet& in, std::span<const TokenChunk> chunks, int chunk) {
   try {
+    check_load_memory(path, {"L", "INV", "decay", "inv_decay"});
     TensorMap listed;
     FoundMap found = read_container(path, {"L", "INV", "decay", "inv_decay"}, &listed);
     if (!found.count("L") && !found.count("INV"))

@@ -18,6 +18,7 @@ namespace {
 // NumPy refuses headers over 10000 bytes unless told otherwise; a longer one
 // here is corrupt, and parsing it would only cost memory.
 constexpr size_t kMaxHeaderBytes = size_t{1} << 20;
+static_assert(kMaxHeaderPrefix == 12 + kMaxHeaderBytes);  // magic, version, length, the longest header
 
 // The header dict is a Python literal; this reads the subset NumPy writes
 // (strings, ints, True/False/None, tuples, lists, dicts) into JSON. After
@@ -161,7 +162,18 @@ const char* npy_descr(DType t) {
 
 }  // namespace
 
-Tensor parse_npy(std::string_view b, const std::string& what) {
+namespace {
+
+// The header of a .npy file whose first bytes are `b` (all of it, or a
+// prefix holding the header) and whose whole size is `size`: the tensor
+// without values, its order, and where its data starts.
+struct NpyLayout {
+  Tensor t;
+  bool fortran = false;
+  uint64_t data = 0;
+};
+
+NpyLayout parse_header(std::string_view b, uint64_t size, const std::string& what) {
   const auto* p = ubytes(b);
   if (b.size() < 10 || b.substr(0, 6) != std::string_view("\x93NUMPY", 6))
     throw UsageError(what + ": not a .npy file (no \\x93NUMPY magic)");
@@ -177,10 +189,11 @@ Tensor parse_npy(std::string_view b, const std::string& what) {
   } else {
     throw UsageError(fmt::format("{}: .npy format version {}.{} is not supported (1, 2, 3)", what, major, p[7]));
   }
-  if (!in_bounds(hstart, hlen, b.size())) throw UsageError(what + ": truncated .npy header");
+  if (!in_bounds(hstart, hlen, size)) throw UsageError(what + ": truncated .npy header");
   if (hlen > kMaxHeaderBytes)
     throw UsageError(fmt::format("{}: .npy header of {} bytes is longer than the {} allowed", what, hlen,
                                  byte_count_text(kMaxHeaderBytes)));
+  if (!in_bounds(hstart, hlen, b.size())) throw UsageError(what + ": truncated .npy header");
   const json h = PyLiteral(b.substr(hstart, hlen), what).parse();
   if (!h.is_object() || !h.contains("descr") || !h.contains("shape"))
     throw UsageError(what + ": malformed .npy header (no 'descr' or 'shape')");
@@ -190,7 +203,8 @@ Tensor parse_npy(std::string_view b, const std::string& what) {
                                    printable(k.size() > 40 ? k.substr(0, 37) + "..." : k)));
   if (!h["descr"].is_string())
     throw UsageError(what + ": structured dtypes are not supported (one numeric dtype per file)");
-  Tensor t;
+  NpyLayout l;
+  Tensor& t = l.t;
   t.dtype = npy_dtype(h["descr"].get<std::string>(), what);
   if (!h["shape"].is_array()) throw UsageError(what + ": malformed shape in .npy header");
   if (h["shape"].size() > kMaxRank)
@@ -202,12 +216,33 @@ Tensor parse_npy(std::string_view b, const std::string& what) {
   check_shape(t.shape, t.dtype, what);
   if (h.contains("fortran_order") && !h["fortran_order"].is_boolean())
     throw UsageError(what + ": malformed fortran_order in .npy header");
-  const bool fortran = h.value("fortran_order", false);
-  const uint64_t data = hstart + hlen;
+  l.fortran = h.value("fortran_order", false);
+  l.data = hstart + hlen;
   const uint64_t need = *bytes_needed(t.shape, t.dtype);
-  if (b.size() - data < need)
+  if (size - l.data < need)
     throw UsageError(fmt::format("{}: truncated: shape {} of {} needs {} data bytes, the file has {}", what,
-                                 shape_string(t.shape), dtype_name(t.dtype), need, b.size() - data));
+                                 shape_string(t.shape), dtype_name(t.dtype), need, size - l.data));
+  return l;
+}
+
+}  // namespace
+
+Tensor npy_header(std::string_view b, uint64_t size, const std::string& what) {
+  return parse_header(b.substr(0, std::min<uint64_t>(b.size(), kMaxHeaderPrefix)), size, what).t;
+}
+
+Tensor read_npy_header(const std::string& path) {
+  uint64_t size = 0;
+  const std::string head = read_file_prefix(path, kMaxHeaderPrefix, &size);
+  return npy_header(head, size, path);
+}
+
+Tensor parse_npy(std::string_view b, const std::string& what) {
+  NpyLayout l = parse_header(b, b.size(), what);
+  Tensor& t = l.t;
+  const bool fortran = l.fortran;
+  const uint64_t data = l.data;
+  const uint64_t need = *bytes_needed(t.shape, t.dtype);
   const uint64_t n = t.numel();
   t.values = decode(b.substr(data, need), t.dtype, n);
   if (fortran && t.shape.size() > 1) {  // column-major on disk: reorder to C order
@@ -228,7 +263,7 @@ Tensor parse_npy(std::string_view b, const std::string& what) {
     }
     t.values = std::move(c);
   }
-  return t;
+  return std::move(l.t);
 }
 
 Tensor read_npy(const std::string& path) { return parse_npy(read_file(path), path); }

@@ -110,21 +110,30 @@ struct Placed {
   uint64_t begin, end;
 };
 
-}  // namespace
-
-TensorMap parse_safetensors(std::string_view b, const std::string& what) {
-  if (b.size() < 8) throw UsageError(what + ": not a .safetensors file (shorter than its 8-byte header length)");
+// The header's length from the file's first 8 bytes `b`, checked against the file's `size`.
+uint64_t header_length(std::string_view b, uint64_t size, const std::string& what) {
+  if (size < 8 || b.size() < 8)
+    throw UsageError(what + ": not a .safetensors file (shorter than its 8-byte header length)");
   const uint64_t hlen = load_le<uint64_t>(ubytes(b));
-  if (hlen > b.size() - 8)
-    throw UsageError(fmt::format("{}: truncated: header length {} exceeds the file ({} bytes)", what, hlen, b.size()));
+  if (hlen > size - 8)
+    throw UsageError(fmt::format("{}: truncated: header length {} exceeds the file ({} bytes)", what, hlen, size));
   if (hlen > kMaxHeaderBytes)
     throw UsageError(fmt::format("{}: header length {} exceeds the {} bytes a .safetensors header may have", what, hlen,
                                  kMaxHeaderBytes));
+  return hlen;
+}
+
+// The tensors (dtype and shape, no values) a file of `size` bytes declares,
+// from its first bytes `b` (the header at least), every check made but
+// decoding: where each tensor's data lies is `placed` (within the data,
+// which starts at byte 8 + the header's length).
+TensorMap parse_layout(std::string_view b, uint64_t size, const std::string& what, std::vector<Placed>& placed) {
+  const uint64_t hlen = header_length(b, size, what);
+  if (b.size() - 8 < hlen) throw UsageError(fmt::format("{}: truncated header", what));
   const json h = parse_header(b.substr(8, hlen), what);
   if (!h.is_object()) throw UsageError(what + ": malformed .safetensors header (not a JSON object)");
-  const std::string_view data = b.substr(8 + hlen);
+  const uint64_t data_size = size - 8 - hlen;
   TensorMap out;
-  std::vector<Placed> placed;
   for (const auto& [name, e] : h.items()) {
     if (name == "__metadata__") continue;
     const std::string where = fmt::format("{}[{}]", what, name);
@@ -156,8 +165,8 @@ TensorMap parse_safetensors(std::string_view b, const std::string& what) {
     if (end - begin != need)
       throw UsageError(fmt::format("{}: data_offsets [{}, {}] do not hold shape {} of {} ({} bytes)", where, begin, end,
                                    shape_string(t.shape), dt, need));
-    if (end > data.size())
-      throw UsageError(fmt::format("{}: truncated: data ends at byte {}, the file holds {}", where, end, data.size()));
+    if (end > data_size)
+      throw UsageError(fmt::format("{}: truncated: data ends at byte {}, the file holds {}", where, end, data_size));
     placed.push_back({name, begin, end});
     out[name].dtype = t.dtype;
     out[name].shape = std::move(t.shape);
@@ -178,9 +187,18 @@ TensorMap parse_safetensors(std::string_view b, const std::string& what) {
     at = p.end;
     prev = &p;
   }
-  if (at != data.size())
+  if (at != data_size)
     throw UsageError(fmt::format("{}: {} bytes after the last tensor's data (the tensors end at byte {} of {})", what,
-                                 data.size() - at, at, data.size()));
+                                 data_size - at, at, data_size));
+  return out;
+}
+
+}  // namespace
+
+TensorMap parse_safetensors(std::string_view b, const std::string& what) {
+  std::vector<Placed> placed;
+  TensorMap out = parse_layout(b, b.size(), what, placed);
+  const std::string_view data = b.substr(8 + load_le<uint64_t>(ubytes(b)));
   // Decoded only now, once the layout is known to be sound.
   for (const Placed& p : placed) {
     Tensor& t = out[p.name];
@@ -190,6 +208,14 @@ TensorMap parse_safetensors(std::string_view b, const std::string& what) {
 }
 
 TensorMap read_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
+
+TensorMap read_safetensors_header(const std::string& path) {
+  uint64_t size = 0;
+  const std::string first = read_file_prefix(path, 8, &size);
+  const std::string head = read_file_prefix(path, 8 + header_length(first, size, path), &size);
+  std::vector<Placed> placed;
+  return parse_layout(head, size, path, placed);
+}
 
 std::string safetensors_bytes(const TensorMap& tensors) {
   json h = json::object();

@@ -13,6 +13,9 @@ namespace chunkinv {
 
 TensorMap parse_safetensors(std::string_view bytes, const std::string& what);
 TensorMap read_safetensors(const std::string& path);
+// The tensors without values (dtype and shape) as the header declares them,
+// checked as read_safetensors checks them; no byte of data is read.
+TensorMap read_safetensors_header(const std::string& path);
 
 // Values are rounded to each tensor's dtype (nearest even); the header is
 // padded with spaces so that the data starts 8-byte aligned.

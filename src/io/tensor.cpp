@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -192,9 +193,9 @@ void require_regular(const std::string& path, const struct stat& st) {
   throw UsageError(fmt::format("{}: is {}{}, not a regular file", path, file_kind(st.st_mode), via));
 }
 
-}  // namespace
-
-std::string read_file(const std::string& path) {
+// The regular file at `path` opened for reading (read_file's checks, its
+// size within the limit); the caller closes it.
+int open_regular(const std::string& path, uint64_t* size) {
   // stat first: merely opening some devices has effects, and opening a FIFO
   // waits for a writer.
   struct stat st {};
@@ -205,20 +206,34 @@ std::string read_file(const std::string& path) {
   require_regular(path, st);
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw UsageError(fmt::format("{}: cannot be opened for reading ({})", path, std::strerror(errno)));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  // Again on what was opened: the path may have been replaced in between.
-  if (::fstat(fd, &st) != 0) throw UsageError(fmt::format("{}: cannot be read ({})", path, std::strerror(errno)));
-  require_regular(path, st);
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (size > max_tensor_bytes())
-    throw UsageError(fmt::format("{}: file of {} bytes {}", path, size, tensor_limit_text("tensor files")));
-  std::string bytes(size, '\0');
+  try {
+    // Again on what was opened: the path may have been replaced in between.
+    if (::fstat(fd, &st) != 0) throw UsageError(fmt::format("{}: cannot be read ({})", path, std::strerror(errno)));
+    require_regular(path, st);
+    *size = static_cast<uint64_t>(st.st_size);
+    if (*size > max_tensor_bytes())
+      throw UsageError(fmt::format("{}: file of {} bytes {}", path, *size, tensor_limit_text("tensor files")));
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  return fd;
+}
+
+struct Closer {
+  int fd;
+  ~Closer() { ::close(fd); }
+};
+
+// At most `most` bytes from the start of the regular file at `path`; its size in `*size_out`.
+std::string read_regular(const std::string& path, uint64_t most, uint64_t* size_out) {
+  uint64_t size = 0;
+  const Closer closer{open_regular(path, &size)};
+  if (size_out) *size_out = size;
+  std::string bytes(std::min(size, most), '\0');
   size_t got = 0;
   while (got < bytes.size()) {
-    const ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
+    const ssize_t r = ::read(closer.fd, bytes.data() + got, bytes.size() - got);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) throw UsageError(fmt::format("{}: read failed ({})", path, std::strerror(errno)));
     if (r == 0) break;  // shrank since fstat
@@ -226,6 +241,25 @@ std::string read_file(const std::string& path) {
   }
   bytes.resize(got);
   return bytes;
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path) { return read_regular(path, UINT64_MAX, nullptr); }
+
+std::string read_file_prefix(const std::string& path, uint64_t n, uint64_t* size) { return read_regular(path, n, size); }
+
+MappedFile::MappedFile(const std::string& path) {
+  const Closer closer{open_regular(path, &size_)};
+  if (size_ == 0) return;
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, closer.fd, 0);
+  if (p == MAP_FAILED)
+    throw UsageError(fmt::format("{}: cannot be mapped to read its headers ({})", path, std::strerror(errno)));
+  data_ = p;
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(data_, size_);
 }
 
 void write_file(const std::string& path, const std::string& bytes) {

@@ -91,6 +91,24 @@ void encode(const Tensor& t, std::string& out);
 // The whole of a regular file (symlinks followed). Refuses FIFOs, devices,
 // directories and files larger than max_tensor_bytes() before reading.
 std::string read_file(const std::string& path);
+// At most the first `n` bytes of such a file (with the same checks); its
+// size in `*size`: a header is read without the data after it.
+std::string read_file_prefix(const std::string& path, uint64_t n, uint64_t* size);
+// Such a file mapped read-only: only the pages touched are read (an
+// archive's directory and its members' headers, not their data).
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::string_view bytes() const { return {static_cast<const char*>(data_), data_ ? size_ : 0}; }
+  uint64_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  uint64_t size_ = 0;
+};
 // Replaces the file at `path` atomically (core/output_file).
 void write_file(const std::string& path, const std::string& bytes);
 

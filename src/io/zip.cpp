@@ -47,7 +47,8 @@ constexpr uint64_t kLocalHeader = 30, kCentralHeader = 46, kEndRecord = 22, kZip
 
 // Exactly `out_size` bytes from the raw deflate stream `in`; a stream that
 // ends early, runs on past the declared size or is corrupt is an error.
-std::string inflate_raw(std::string_view in, uint64_t out_size, const std::string& where) {
+// `prefix`: the first out_size bytes of a longer stream (a member's header).
+std::string inflate_raw(std::string_view in, uint64_t out_size, const std::string& where, bool prefix = false) {
 #ifdef CHUNKINV_HAVE_ZLIB
   std::string out(out_size, '\0');
   z_stream zs{};
@@ -75,6 +76,8 @@ std::string inflate_raw(std::string_view in, uint64_t out_size, const std::strin
         zs.next_out = reinterpret_cast<Bytef*>(out.data() + out_pos);
         zs.avail_out = static_cast<uInt>(n);
         out_pos += n;
+      } else if (prefix) {
+        break;
       } else if (!spilled) {
         zs.next_out = &spill;
         zs.avail_out = 1;
@@ -92,6 +95,10 @@ std::string inflate_raw(std::string_view in, uint64_t out_size, const std::strin
                                    zs.msg ? zs.msg : ""));
   }
   const auto produced = static_cast<uint64_t>(zs.total_out);
+  if (prefix) {
+    out.resize(produced);
+    return out;
+  }
   if (produced > out_size)
     throw UsageError(fmt::format("{}: deflated data inflates to more than the {} bytes declared", where, out_size));
   if (produced != out_size)
@@ -100,6 +107,7 @@ std::string inflate_raw(std::string_view in, uint64_t out_size, const std::strin
 #else
   (void)in;
   (void)out_size;
+  (void)prefix;
   throw UsageError(where + ": member is deflated (np.savez_compressed) and this build has no zlib; "
                            "save with np.savez or rebuild with zlib");
 #endif
@@ -251,6 +259,26 @@ TensorMap parse_npz(std::string_view z, const std::string& what) {
 }
 
 TensorMap read_npz(const std::string& path) { return parse_npz(read_file(path), path); }
+
+TensorMap read_npz_headers(const std::string& path) {
+  const MappedFile file(path);
+  const std::string_view z = file.bytes();
+  TensorMap out;
+  for (const ZipMember& m : zip_directory(z, path)) {
+    if (m.name.empty() || m.name.back() == '/') continue;
+    const std::string where = fmt::format("{}[{}]", path, m.name);
+    if (!in_bounds(m.data, m.csize, z.size())) throw UsageError(where + ": data beyond the end of the file (truncated?)");
+    const uint64_t n = std::min(m.usize, kMaxHeaderPrefix);
+    std::string head;
+    if (m.method == 0) head.assign(z.substr(m.data, std::min(m.csize, n)));
+    else if (m.method == 8) head = inflate_raw(z.substr(m.data, m.csize), n, where, true);
+    else throw UsageError(fmt::format("{}: compression method {} is not supported (stored or deflated only)", where, m.method));
+    std::string name = m.name;
+    if (name.size() > 4 && name.ends_with(".npy")) name.resize(name.size() - 4);
+    out[name] = npy_header(head, m.usize, where);
+  }
+  return out;
+}
 
 std::string npz_bytes(const TensorMap& tensors, const std::string& what) {
   std::string z, cd;

@@ -37,6 +37,10 @@ std::string zip_extract(std::string_view z, const ZipMember& m, const std::strin
 // Members "<name>.npy" become tensors "<name>".
 TensorMap parse_npz(std::string_view bytes, const std::string& what);
 TensorMap read_npz(const std::string& path);
+// The members' tensors without values (dtype and shape) from the archive's
+// directory and each member's .npy header (inflated that far): the data is
+// not read.
+TensorMap read_npz_headers(const std::string& path);
 // Stored members (no compression), fixed timestamps: the same tensors give
 // the same bytes.
 std::string npz_bytes(const TensorMap& tensors, const std::string& what);

@@ -104,15 +104,28 @@ CheckKind parse_kind(const std::string& s, const std::string& where) {
                                did_you_mean(s, names)));
 }
 
+// A value as the rules file has it, for a message ("\"yes\"", "[1]"); long ones cut.
+std::string shown(const json& v) {
+  const std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+}
+
 double number_field(const json& j, const char* key, const std::string& where) {
   const json& v = j.at(key);
-  if (!v.is_number()) throw UsageError(fmt::format("{}: \"{}\" must be a number", where, key));
+  if (!v.is_number()) throw UsageError(fmt::format("{}: \"{}\" must be a number, not {}", where, key, shown(v)));
   return v.get<double>();
+}
+
+bool bool_field(const json& j, const char* key, const std::string& where) {
+  const json& v = j.at(key);
+  if (!v.is_boolean()) throw UsageError(fmt::format("{}: \"{}\" must be true or false, not {}", where, key, shown(v)));
+  return v.get<bool>();
 }
 
 std::string string_field(const json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) throw UsageError(fmt::format("{}: \"{}\" is missing", where, key));
-  if (!j.at(key).is_string()) throw UsageError(fmt::format("{}: \"{}\" must be a string", where, key));
+  if (!j.at(key).is_string())
+    throw UsageError(fmt::format("{}: \"{}\" must be a string, not {}", where, key, shown(j.at(key))));
   return j.at(key).get<std::string>();
 }
 
@@ -121,8 +134,10 @@ std::string string_field(const json& j, const char* key, const std::string& wher
 CheckRules check_rules_from_json(const json& j) {
   if (!j.is_object()) throw UsageError("rules must be a JSON object");
   reject_unknown_keys(j, {"mode", "defaults", "confidence", "missing_in_new", "rules", "description"}, "rules");
+  if (j.contains("description") && !j.at("description").is_string())
+    throw UsageError(fmt::format("rules: \"description\" must be a string, not {}", shown(j.at("description"))));
   CheckRules r;
-  const bool defaults = j.contains("defaults") ? j.at("defaults").get<bool>() : true;
+  const bool defaults = j.contains("defaults") ? bool_field(j, "defaults", "rules") : true;
   if (defaults) r = default_check_rules();
   if (j.contains("mode")) {
     const std::string mode = string_field(j, "mode", "rules");

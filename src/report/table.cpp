@@ -230,6 +230,22 @@ const std::vector<Preset>& presets() {
                   {"State max median", "State max", "state_rel_rmse_max", "median"},
                   {"Growth per chunk median", "Growth per chunk", "state_growth_per_chunk", "median"}},
                  false, true});
+    // The backward (seq -a backward=..., docs/downstream.md "Backward"): each gradient's error, total and
+    // inverse only.
+    v.push_back({"backward", "dk_rel_rmse",
+                 {{"Samples", "", "", "", CellKind::kCount},
+                  {"Gradients finite", "", "grad_finite", "mean", CellKind::kShare},
+                  {"dq median", "$dq$", "dq_rel_rmse", "median"},
+                  {"dk median", "$dk$", "dk_rel_rmse", "median"},
+                  {"dv median", "$dv$", "dv_rel_rmse", "median"},
+                  {"dg median", "$dg$", "dg_rel_rmse", "median"},
+                  {"dbeta median", "$d\\beta$", "dbeta_rel_rmse", "median"},
+                  {"dq inverse only", "$dq$ inv.", "dq_rel_rmse_inverse_only", "median"},
+                  {"dk inverse only", "$dk$ inv.", "dk_rel_rmse_inverse_only", "median"},
+                  {"dv inverse only", "$dv$ inv.", "dv_rel_rmse_inverse_only", "median"},
+                  {"dg inverse only", "$dg$ inv.", "dg_rel_rmse_inverse_only", "median"},
+                  {"dbeta inverse only", "$d\\beta$ inv.", "dbeta_rel_rmse_inverse_only", "median"}},
+                 false, true});
     return v;
   }();
   return p;

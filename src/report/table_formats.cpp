@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "report/table.hpp"
 
 namespace chunkinv {
@@ -131,9 +132,11 @@ std::string too_few_text(double needed) {
   return needed >= 1e6 ? fmt::format("10^{}", static_cast<int>(std::lround(std::log10(needed)))) : format_count(needed);
 }
 
+// Every text of a table passes printable() first: a newline or a byte
+// that is not UTF-8 (a file name's) would split a row or the file.
 std::string md_escape(const std::string& s) {
   std::string out;
-  for (char c : s) {
+  for (char c : printable(s)) {
     if (c == '|') out += '\\';
     out += c;
   }
@@ -157,7 +160,7 @@ std::string md_cell(const Cell& c) {
 
 std::string latex_escape(const std::string& s) {
   std::string out;
-  for (char c : s) {
+  for (char c : printable(s)) {
     switch (c) {
       case '\\': out += "\\textbackslash{}"; break;
       case '~': out += "\\textasciitilde{}"; break;
@@ -263,8 +266,9 @@ std::string siunitx_format(const std::vector<std::string>& numbers) {
   return f;
 }
 
-std::string csv_quote(const std::string& s) {
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+std::string csv_quote(const std::string& text) {
+  const std::string s = printable(text);
+  if (s.find_first_of(",\"") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) {
     if (c == '"') out += '"';

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/json_read.hpp"
 #include "core/limits.hpp"
+#include "core/text.hpp"
 #include "metrics/metrics.hpp"
 #include "report/report.hpp"
 #include "report/table.hpp"
@@ -145,7 +146,13 @@ std::string shell_command(const std::vector<std::string>& argv) {
                                                           "-_./=:,+@%") == std::string::npos;
     std::string q = "'";
     for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    s += (s.empty() ? "" : " ") + (plain ? a : q + "'");
+    q += "'";
+    if (!is_plain_text(a)) {  // a newline or bytes not UTF-8: $'...' keeps the command one line of text
+      std::string e;
+      for (char c : a) e += c == '\\' ? "\\\\" : c == '\'' ? "\\'" : std::string(1, c);
+      q = "$'" + printable(e) + "'";  // printable writes such bytes \xNN, which $'...' reads back
+    }
+    s += (s.empty() ? "" : " ") + (plain ? a : q);
   }
   return s;
 }
@@ -213,7 +220,7 @@ std::string worst_text(const std::vector<NamedReport>& reports, size_t n, const 
       }
       if (w.samples.empty()) continue;
       const std::string path = axis_value_text(e.axes.value("path", json("")));
-      out += fmt::format("{}, path {} ({} samples): the {} worst by {}\n", axes_label(e.axes), path, e.samples,
+      out += fmt::format("{}, path {} ({} samples): the {} worst by {}\n", printable(axes_label(e.axes)), path, e.samples,
                          w.samples.size(), by);
       for (const WorstSample& s : w.samples) {
         out += fmt::format("  sample {}: {}\n", s.index, figures_text(s, by));

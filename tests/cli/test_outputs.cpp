@@ -324,6 +324,46 @@ TEST(Cli, NumbersAreReadStrictly) {
   fs::remove_all(dir);
 }
 
+// An empty value is no value: once `inspect --paths ''` showed every path,
+// `run --samples ''` ran the default. Each is refused where it is parsed.
+TEST(Cli, EmptyValuesAreRefused) {
+  const std::string dir = temp_dir();
+  for (const std::string args :
+       {"inspect -a chunk=8 --paths '' --brief", "run -a chunk=8 --samples 2 --paths '' -q -o r.json",
+        "run -a chunk=8 --samples '' -q -o r.json", "run -a chunk=8 --seed '' -q -o r.json", "run -a '' -q -o r.json",
+        "run -a chunk=8 --samples 2 -q -o ''", "bench -a chunk=8 --paths ''", "search -a chunk=8 --path '' -o r.json",
+        "seq --paths '' -o r.json", "table r.json -o ''"}) {
+    const Proc p = sh(dir, args);
+    EXPECT_EQ(p.status, 2) << args << "\n" << p.out;
+    EXPECT_NE(p.out.find(": an empty value; give one, or leave the option out"), std::string::npos) << args << "\n" << p.out;
+    EXPECT_EQ(lines(p.out), 1u) << p.out;
+  }
+  EXPECT_TRUE(fs::is_empty(dir));
+  fs::remove_all(dir);
+}
+
+// `table r.json r.json` once gave every row twice, the report column the
+// same in both; one file given twice, however spelled, is refused. A copy
+// is another report: its rows are told apart by the report column.
+TEST(Cli, OneReportTwiceInATableIsRefused) {
+  const std::string dir = temp_dir();
+  ASSERT_EQ(sh(dir, kTiny + "-q -o r.json").status, 0);
+  fs::create_symlink("r.json", dir + "/link.json");
+  fs::copy_file(dir + "/r.json", dir + "/copy.json");
+  for (const std::string args : {"table r.json r.json", "table r.json ./r.json", "table r.json link.json -o t.md"}) {
+    const Proc p = sh(dir, args);
+    EXPECT_EQ(p.status, 2) << args << "\n" << p.out;
+    EXPECT_NE(p.out.find("give each report once"), std::string::npos) << args << "\n" << p.out;
+    EXPECT_EQ(lines(p.out), 1u) << p.out;
+  }
+  EXPECT_FALSE(fs::exists(dir + "/t.md"));
+  const Proc two = sh(dir, "table r.json copy.json", "2>/dev/null");
+  EXPECT_EQ(two.status, 0);
+  EXPECT_NE(two.out.find("| report"), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("copy.json"), std::string::npos) << two.out;
+  fs::remove_all(dir);
+}
+
 TEST(Cli, LimitsAreCheckedBeforeAllocatingAndSayWhatFits) {
   const std::string dir = temp_dir();
   const std::regex most("at most ([0-9]+) samples");

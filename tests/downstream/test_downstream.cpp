@@ -13,6 +13,7 @@
 #include "downstream/forward.hpp"
 #include "downstream/scores.hpp"
 #include "downstream/sources.hpp"
+#include "gpu/gpu.hpp"
 #include "metrics/metrics.hpp"
 #include "paths/gold/gold.hpp"
 #include "support/shell.hpp"
@@ -152,6 +153,47 @@ TEST(Downstream, ScoringACandidateReportsItsPerturbation) {
   EXPECT_HAS(testing::usage_error([&] { score_candidate(s, 256, o.topRows(10), nullptr); }), "candidate o is 10 x 16");
 }
 
+// The recurrence's dot products follow the one order the GPU form computes
+// (forward.hpp): at K = 32, slice r holds rows 2r, 2r+1, 16+2r, 17+2r; chain
+// 0 the even ones, chain 1 the odd; the slices combine as
+// ((P0 + P4) + (P1 + P5)) + ((P2 + P6) + (P3 + P7)). Terms of mixed scale
+// make other orders give other bits (checked: the plain ascending sum differs).
+TEST(Downstream, RecurrenceDotsFollowTheOneOrder) {
+  const int K = 32, V = 64;
+  const Rng rng(3, 0, Stream::kUser);
+  std::vector<double> a(K);
+  Mat S(K, V);
+  for (int c = 0; c < K; ++c) a[c] = rng.normal(c) * std::ldexp(1.0, (c * 7) % 23 - 11);
+  for (int i = 0; i < K * V; ++i) S.data()[i] = rng.normal(1000 + i);
+  std::vector<double> out(V);
+  recurrence_dots(a.data(), S, out.data());
+  int differs_from_ascending = 0;
+  for (int e = 0; e < V; ++e) {
+    double p[8];
+    for (int r = 0; r < 8; ++r) {
+      const double c0 = std::fma(a[16 + 2 * r], S(16 + 2 * r, e), std::fma(a[2 * r], S(2 * r, e), 0.0));
+      const double c1 = std::fma(a[17 + 2 * r], S(17 + 2 * r, e), std::fma(a[2 * r + 1], S(2 * r + 1, e), 0.0));
+      p[r] = c0 + c1;
+    }
+    const double want = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+    EXPECT_EQ(out[e], want) << "column " << e;
+    double ascending = 0;
+    for (int c = 0; c < K; ++c) ascending += a[c] * S(c, e);
+    differs_from_ascending += ascending != out[e];
+  }
+  EXPECT_GT(differs_from_ascending, 0);
+  // K = 13: slices 0..5 hold two rows, slice 6 row 12 alone, slice 7 none (its partial +0).
+  Mat S13 = S.topRows(13);
+  recurrence_dots(a.data(), S13, out.data());
+  for (int e = 0; e < V; ++e) {
+    double p[8] = {};
+    for (int r = 0; r < 6; ++r) p[r] = std::fma(a[2 * r], S13(2 * r, e), 0.0) + std::fma(a[2 * r + 1], S13(2 * r + 1, e), 0.0);
+    p[6] = std::fma(a[12], S13(12, e), 0.0) + 0.0;
+    p[7] = 0.0 + 0.0;
+    EXPECT_EQ(out[e], ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]))) << "K = 13, column " << e;
+  }
+}
+
 // A sequence does not depend on the chunk it is cut into.
 TEST(Downstream, SequencesDoNotDependOnTheChunk) {
   const json rate = {{"forget_rate", 0.05}};
@@ -226,6 +268,63 @@ TEST(Downstream, BadConfigurationsAreOneLine) {
 }
 
 // The command: a report `table` reads; bad input is one line, exit 2, nothing written.
+// `bench --recurrence`: without a GPU one line and exit 2, nothing written;
+// with one, a small run checked bit for bit against the CPU before it is
+// timed (V odd, per-token gates, h0). Bad shapes are one line either way.
+TEST(DownstreamCli, BenchRecurrenceChecksBeforeItTimes) {
+  const std::string dir = testing::test_dir("bench-recurrence");
+  const std::string small = "bench --recurrence --batch 2 --heads 3 --seq-len 100 --key-dim 16 --value-dim 13 "
+                            "--gating token --initial-state random --block 37 --validate 6 --repeat 2 --threads 2 -q -o r.json";
+  const auto r = testing::run_chunkinv_in(dir, small);
+  if (!gpu::unavailable_reason().empty()) {
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_HAS(r.out, "no CUDA GPU");
+    EXPECT_FALSE(std::filesystem::exists(dir + "/r.json"));
+  } else {
+    ASSERT_EQ(r.status, 0) << r.out;
+    const json j = testing::load_json(dir + "/r.json")["recurrence"];
+    EXPECT_EQ(j["identical_to_cpu"], true);
+    EXPECT_EQ(j["o_values_checked"], 6 * 100 * 13);
+    EXPECT_EQ(j["o_values_differing"], 0);
+    EXPECT_EQ(j["pass_ms"].size(), 2u);
+    EXPECT_GT(j["token_heads_per_s"].get<double>(), 0.0);
+  }
+  for (const char* bad : {"bench --recurrence --key-dim 24", "bench --recurrence --gating head", "bench --batch 4",
+                          "bench --recurrence -a chunk=16"}) {
+    const auto b = testing::run_chunkinv_in(dir, std::string(bad) + " -o bad.json");
+    EXPECT_EQ(b.status, 2) << bad << ": " << b.out;
+    EXPECT_EQ(std::count(b.out.begin(), b.out.end(), '\n'), 1) << bad << ": " << b.out;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/bad.json")) << bad;
+  }
+}
+
+// seq --pipeline device: the recurrence on the GPU, the host's report
+// (every entry, bit for bit); without a GPU one line, exit 2, nothing written.
+TEST(DownstreamCli, SeqPipelineDeviceIsTheHostsReport) {
+  const std::string dir = testing::test_dir("seq-device");
+  const std::string run = "seq -a seq_len=256 -a chunk=16 -a dim=32 -a value_dim=24 -a gating=channel "
+                          "-a initial_state=random -a method=neumann --samples 2 --threads 2 -q";
+  const auto dev = testing::run_chunkinv_in(dir, run + " --pipeline device -o device.json");
+  if (!gpu::unavailable_reason().empty()) {
+    EXPECT_EQ(dev.status, 2) << dev.out;
+    EXPECT_EQ(std::count(dev.out.begin(), dev.out.end(), '\n'), 1) << dev.out;
+    EXPECT_HAS(dev.out, "--pipeline device");
+    EXPECT_FALSE(std::filesystem::exists(dir + "/device.json"));
+  } else {
+    ASSERT_EQ(dev.status, 0) << dev.out;
+    const auto host = testing::run_chunkinv_in(dir, run + " --pipeline host -o host.json");
+    ASSERT_EQ(host.status, 0) << host.out;
+    const json d = testing::load_json(dir + "/device.json"), h = testing::load_json(dir + "/host.json");
+    EXPECT_EQ(d["results"], h["results"]);
+    EXPECT_EQ(d["meta"]["downstream"]["reference_pipeline"], "device");
+  }
+  const auto bad = testing::run_chunkinv_in(dir, "seq -a dim=24 -a seq_len=64 -a chunk=16 --pipeline device -o bad.json");
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/bad.json"));
+}
+
 TEST(DownstreamCli, WritesAReportAndRefusesBadInput) {
   const std::string dir = testing::test_dir("seq");
   const auto ok = testing::run_chunkinv_in(

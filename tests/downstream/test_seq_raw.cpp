@@ -104,7 +104,7 @@ TEST(SeqRaw, ChunkedFp64WithTheGoldsInversesEqualsTheRecurrence) {
 TEST(SeqRaw, EveryPathRunsTheRawFamilies) {
   std::vector<std::string> usable = path_names_usable();
   ASSERT_FALSE(usable.empty());
-  for (const std::string& family : {"kda", "collinear"}) {
+  for (const std::string family : {"kda", "collinear"}) {
     json axes = {{"family", family}, {"seq_len", 256}, {"chunk", 16}, {"dim", 16}, {"value_dim", 8},
                  {"method", json::array({"exact", "fwdsub_fp32"})}};
     if (family == "collinear") axes["eps"] = 0.3;

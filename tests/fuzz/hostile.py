@@ -6,7 +6,9 @@ starts "chunkinv: ", no report and no temporary file left beside it, within
 TIMEOUT seconds (a hang is a failure). Some cases are valid and must run
 (exit 0, or 1 from check) and make exactly the files they name. A case may
 also name files that must not change (inputs) and folders whose listing
-must not change. Prints one row per class: cases tried, cases that
+must not change, words its one line must hold ('says'), a check of what
+it printed ('stdout': a function of the text, giving what is wrong or '')
+and a time it must end within ('within', seconds). Prints one row per class: cases tried, cases that
 behaved, and the first misbehaviour.
 
     python3 tests/fuzz/hostile.py build/chunkinv
@@ -206,13 +208,16 @@ def main():
             dirs = {d: sorted(os.listdir(d)) for d in c.get('dirs', [])}
             full = argv if argv[0] == 'sh' else [binary] + argv
             t0 = time.time()
+            printed = ''
             try:
-                p = subprocess.run(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=TIMEOUT,
-                                   cwd=c.get('cwd'))
+                p = subprocess.run(full, stdout=subprocess.PIPE if 'stdout' in c else subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, timeout=TIMEOUT, cwd=c.get('cwd'))
                 status, err = p.returncode, p.stderr.decode(errors='replace')
+                printed = p.stdout.decode(errors='replace') if 'stdout' in c else ''
             except subprocess.TimeoutExpired:
                 status, err = 'hang', ''
-            slowest = max(slowest, time.time() - t0)
+            took = time.time() - t0
+            slowest = max(slowest, took)
             lines = err.splitlines()
             left = sorted(os.listdir(out_dir))
             made = sorted(os.path.basename(m) for m in c.get('makes', []))
@@ -222,10 +227,15 @@ def main():
                 wrong = status not in c.get('ok', (0,)) or left != made or changed
             else:
                 wrong = status != 2 or len(lines) != 1 or not lines[0].startswith('chunkinv: ') or left or changed
-            if wrong:
-                bad.append('%s: exit %s, %d lines: %s%s%s' % (
+            missing = [w for w in c.get('says', []) if not lines or w not in lines[0]]
+            misprinted = c['stdout'](printed) if 'stdout' in c else ''
+            slow = 'within' in c and took > c['within']
+            if wrong or missing or misprinted or slow:
+                bad.append('%s: exit %s, %d lines: %s%s%s%s%s%s' % (
                     ' '.join(str(a)[:40] for a in argv[:5]), status, len(lines), (lines[0][:100] if lines else ''),
-                    ', left ' + ','.join(left) if left != made else '', ', changed ' + ','.join(changed) if changed else ''))
+                    ', left ' + ','.join(left) if left != made else '', ', changed ' + ','.join(changed) if changed else '',
+                    ', not saying ' + repr(missing) if missing else '', ', printed ' + misprinted if misprinted else '',
+                    ', took %.1f s' % took if slow else ''))
             for f in left:
                 path = os.path.join(out_dir, f)
                 shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)

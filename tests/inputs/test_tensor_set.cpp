@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -228,6 +229,80 @@ TEST(TensorSet, HostilePathsAreRefusedInOneLine) {
   write_tensor_set(dir + "/s.npz", some_samples(6, 8, 4));
   ScopedEnv env("CHUNKINV_MAX_TENSOR_BYTES", "1K");
   EXPECT_TRUE(usage_error([&] { load_tensor_set(dir + "/s.npz"); }, {"inputs " + dir + "/s.npz", "exceeds the 1 KiB limit"}));
+}
+
+namespace {
+
+// A .npy file of `shape` whose data is zeros, sparse: the header is all
+// that takes disk.
+void sparse_npy(const std::string& path, const char* descr, int size, const std::vector<int64_t>& shape) {
+  std::string h = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (";
+  uint64_t bytes = static_cast<uint64_t>(size);
+  for (int64_t d : shape) h += std::to_string(d) + ", ", bytes *= static_cast<uint64_t>(d);
+  h += "), }";
+  h += std::string(63 - (10 + h.size()) % 64, ' ') + "\n";
+  std::string head = std::string("\x93NUMPY\x01\x00", 8);
+  head += static_cast<char>(h.size() & 0xFF);
+  head += static_cast<char>(h.size() >> 8);
+  write_bytes(path, head + h);
+  fs::resize_file(path, head.size() + h.size() + bytes);
+}
+
+}  // namespace
+
+// What a set needs is judged from its headers before any data is read: a
+// sparse set of 2^39 values (8 TiB as doubles, more than any machine here)
+// is refused at once, naming the set and the limit (once a 3 GiB set was read
+// for 18 s, then ran out of memory, the message naming neither).
+TEST(TensorSet, SetsLargerThanMemoryAreRefusedFromTheirHeaders) {
+  const std::string dir = temp_dir();
+  ScopedEnv env("CHUNKINV_MAX_TENSOR_BYTES", "2T");  // the file limit is not what refuses them
+  const int64_t n = int64_t{1} << 28;
+  const std::string d = dir + "/d";
+  fs::create_directories(d);
+  sparse_npy(d + "/keys.npy", "<u2", 2, {n, 16, 128});
+  sparse_npy(d + "/g.npy", "<f4", 4, {n, 16});
+  sparse_npy(d + "/beta.npy", "<f4", 4, {n, 16});
+  const std::string header = R"({"keys": {"dtype": "BF16", "shape": [268435456, 16, 128], "data_offsets": [0, 1099511627776]}})";
+  const std::string padded = header + std::string((8 - header.size() % 8) % 8, ' ');
+  std::string st(8, '\0');
+  for (int i = 0; i < 8; ++i) st[i] = static_cast<char>((padded.size() >> (8 * i)) & 0xFF);
+  write_bytes(dir + "/s.safetensors", st + padded);
+  fs::resize_file(dir + "/s.safetensors", 8 + padded.size() + (uint64_t{1} << 40));
+  for (const std::string& set : {d, dir + "/s.safetensors"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(usage_error([&] { load_tensor_set(set); },
+                            {"inputs " + set + ": reading it needs about", " values at 16 bytes each", "more than the",
+                             "this process may use ("}));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << "the data was read";
+  }
+  // The same of a candidate's matrices.
+  sparse_npy(d + "/L.npy", "<f4", 4, {n, 16, 16});
+  EXPECT_TRUE(usage_error([&] { load_candidate(d, TensorSet{}, {}, 16); }, {"candidate " + d + ": reading it needs about"}));
+  fs::remove_all(dir);
+}
+
+// A set's dim is the dim axis of its configurations: beyond 4096 it is
+// refused naming the file and the tensor (once: "axis dim = 5000 is outside
+// 1..4096", no file named).
+TEST(TensorSet, DimBeyond4096NamesTheFileAndTheTensor) {
+  const std::string dir = temp_dir();
+  for (const std::vector<int64_t>& keys : {std::vector<int64_t>{2, 8, 4097}, std::vector<int64_t>{1, 16, 1, 5000}}) {
+    const std::string d = dir + "/d" + std::to_string(keys.size());
+    fs::create_directories(d);
+    Tensor k{DType::kF32, keys, {}};
+    k.values.assign(k.numel(), 0.5);
+    const std::vector<int64_t> per_token(keys.begin(), keys.end() - 1);
+    Tensor g{DType::kF32, per_token, {}}, b{DType::kF32, per_token, {}};
+    g.values.assign(g.numel(), -1.0);
+    b.values.assign(b.numel(), 0.5);
+    write_npy(d + "/keys.npy", k);
+    write_npy(d + "/g.npy", g);
+    write_npy(d + "/beta.npy", b);
+    EXPECT_TRUE(usage_error([&] { load_tensor_set(d); },
+                            {"inputs " + d + "/keys.npy: shape ", "dim d = " + std::to_string(keys.back()) + " is not in 1..4096"}));
+  }
+  fs::remove_all(dir);
 }
 
 TEST(TensorSet, DamagedSetsNeverCrash) {

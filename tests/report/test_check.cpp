@@ -211,6 +211,34 @@ TEST(Compare, BadRulesNameTheNearest) {
   EXPECT_NE(message(R"({"tolerence": 1})").find("unknown key"), std::string::npos);
 }
 
+// A value of the wrong type: one line naming the file, the key and what it
+// must be (once `"defaults": "yes"` showed the JSON library's type_error).
+TEST(Compare, RulesOfTheWrongTypeNameTheFileTheKeyAndWhatItMustBe) {
+  TempDir dir;
+  struct Case {
+    const char* text;
+    const char* says;
+  };
+  for (const Case& c : {Case{R"({"defaults": "yes"})", R"("defaults" must be true or false, not "yes")"},
+                        Case{R"({"defaults": 1})", R"("defaults" must be true or false, not 1)"},
+                        Case{R"({"confidence": "0.9"})", R"("confidence" must be a number, not "0.9")"},
+                        Case{R"({"mode": 5})", R"("mode" must be a string, not 5)"},
+                        Case{R"({"description": [1]})", R"("description" must be a string, not [1])"},
+                        Case{R"({"rules": [{"metric": "l_rel_rmse", "absolute": [1]}]})",
+                             R"(rules[0]: "absolute" must be a number, not [1])"}}) {
+    const std::string path = write_text(dir, "rules.json", c.text);
+    try {
+      read_check_rules(path);
+      ADD_FAILURE() << c.text << " was accepted";
+    } catch (const UsageError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("rules " + path + ": "), std::string::npos) << m;
+      EXPECT_NE(m.find(c.says), std::string::npos) << m;
+      EXPECT_EQ(m.find("json.exception"), std::string::npos) << m;
+    }
+  }
+}
+
 TEST(Compare, RepeatedConfigurationOrNothingInCommonCannotBeCompared) {
   Report twice = sweep();
   twice.results.push_back(twice.results.back());

@@ -132,6 +132,28 @@ TEST(TableFormat, CsvQuotesPerRfc4180AndKeepsFullPrecision) {
   EXPECT_EQ(to_csv(small_table()), expected);
 }
 
+// A newline, a CR or a tab (an axis value of a report edited by hand, a
+// file's name) or a byte that is not UTF-8 once split a Markdown row in
+// two; every format now shows them as \xNN (core/text's printable), text
+// as it is.
+TEST(TableFormat, ControlCharactersAndBytesThatAreNotTextAreEscapedInEveryFormat) {
+  Table t;
+  t.columns = {{"name\nx", Align::kLeft, ""}, {"error", Align::kRight, ""}};
+  t.rows.push_back({Cell::of_text("new\nline|\r"), Cell::number(1)});
+  t.rows.push_back({Cell::of_text("bad\xff\tname é"), Cell::number(2)});
+  const std::string md = to_markdown(t);
+  EXPECT_EQ(std::count(md.begin(), md.end(), '\n'), 4) << md;
+  EXPECT_NE(md.find("| new\\x0aline\\|\\x0d "), std::string::npos) << md;
+  EXPECT_NE(md.find("| bad\\xff\\x09name é "), std::string::npos) << md;
+  EXPECT_NE(md.find("| name\\x0ax "), std::string::npos) << md;
+  const std::string csv = to_csv(t);
+  EXPECT_EQ(csv, "name\\x0ax,error\nnew\\x0aline|\\x0d,1\nbad\\xff\\x09name é,2\n");
+  const std::string tex = to_latex(t);
+  EXPECT_NE(tex.find("new\\textbackslash{}x0aline\\textbar{}\\textbackslash{}x0d"), std::string::npos) << tex;
+  EXPECT_EQ(tex.find('\xff'), std::string::npos) << tex;
+  EXPECT_EQ(tex.find('\t'), std::string::npos) << tex;
+}
+
 TEST(TableFormat, ParseFormatNamesTheNearest) {
   EXPECT_EQ(parse_table_format("md"), TableFormat::kMarkdown);
   EXPECT_EQ(parse_table_format("latex"), TableFormat::kLatex);

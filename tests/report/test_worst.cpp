@@ -149,6 +149,10 @@ TEST(Worst, InspectCommandIsQuotedAndNamesTheSample) {
   EXPECT_EQ(shell_command(inspect_argv(file, 0, 2, "out.npz")),
             "chunkinv inspect --inputs 'my tokens'\\''s.safetensors' --candidate out.npz -a chunk=64 -a method=neumann "
             "-a tail=pad --sample 2 --brief");
+  // A newline, a tab or a byte that is not UTF-8 keeps the command on one
+  // line: $'...' with \xNN, which the shell reads back to the same bytes.
+  EXPECT_EQ(shell_command({"chunkinv", "--inputs", "new\nline's\\x\xff.npz", "tab\there", "é.npz"}),
+            "chunkinv --inputs $'new\\x0aline\\'s\\\\x\\xff.npz' $'tab\\x09here' 'é.npz'");
 }
 
 // The runner's lists against the reference over its own per-sample values:

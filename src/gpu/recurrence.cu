@@ -1,0 +1,226 @@
+// The token recurrence in FP64 on the GPU (gpu/recurrence.hpp), the same
+// operations in the same order as the CPU's Recurrence
+// (downstream/forward.cpp), so the same bits:
+//
+//   S(c, e) = S(c, e) * exp(g_c)                          (__dmul_rn)
+//   dot_e   = sum_c k_c S(c, e)                           (recurrence_dots' order)
+//   pred_e  = beta * (v_e - dot_e)                        (__dsub_rn, __dmul_rn)
+//   S(c, e) = fma(k_c, pred_e, S(c, e))
+//   o_e     = scale * sum_c q_c S(c, e)                   (recurrence_dots' order)
+//
+// Layout. A block holds up to 64 value columns of one sequence; each warp
+// 8 of them, each group of 8 lanes (the slices r = 0..7) a column pair
+// (e0, e0 + 1). Lane r holds rows c = 16 i + 2 r + p (p = 0, 1) of both
+// columns in registers: 2 K / 8 doubles, the state never leaves them within
+// a launch. Row c's products go to chain p of slice r, as recurrence_dots
+// deals them (slice (c / 2) mod 8, chain c mod 2); the four chains of a
+// lane (two columns x two parities) are independent fma chains. A column's
+// sum is a reduce-scatter over the 8 lanes: the first shuffle (lane ^ 4)
+// sends the pair's other column and leaves lanes r < 4 with column e0's
+// P_r + P_(r+4), lanes r >= 4 with e1's; lane ^ 1 and lane ^ 2 finish
+// ((P0 + P4) + (P1 + P5)) + ((P2 + P6) + (P3 + P7)) on each (IEEE addition
+// commutes, so every lane of the four has the same bits). One more shuffle
+// gives each lane the other column's pred.
+//
+// Tokens are staged in shared memory 8 at a time (k, q and the decays for
+// every row, v for the block's columns, beta): 28.7 KB at K = 128. The
+// decays exp(g) come from a kernel of their own before each launch, by
+// detmath's one source (core/detmath_hd.hpp, --fmad=false): the CPU's
+// detmath::exp, bit for bit.
+//
+// The blocks' code is gpu/recurrence_block.hpp, one source with the host
+// emulation that tests it on every machine; this file holds the launches
+// and the host side.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include <cuda_runtime.h>
+
+#include "core/error.hpp"
+#include "gpu/buffers.cuh"
+#include "gpu/check.cuh"
+#include "gpu/gpu.hpp"
+#include "gpu/recurrence.hpp"
+#include "gpu/recurrence_block.hpp"
+
+namespace chunkinv::gpu {
+namespace {
+
+using detail::DeviceBuffer;
+
+using namespace recurrence;
+
+// The device's context for the kernel bodies (gpu/recurrence_block.hpp).
+struct DeviceContext {
+  double* shared;
+  __device__ __forceinline__ int thread() const { return int(threadIdx.x); }
+  __device__ __forceinline__ int threads() const { return int(blockDim.x); }
+  __device__ __forceinline__ int block_x() const { return int(blockIdx.x); }
+  __device__ __forceinline__ int block_y() const { return int(blockIdx.y); }
+  __device__ __forceinline__ double* smem() const { return shared; }
+  __device__ __forceinline__ void sync() const { __syncthreads(); }
+  __device__ __forceinline__ double shfl_xor(double v, int mask) const { return __shfl_xor_sync(0xffffffffu, v, mask); }
+};
+
+__global__ void decay_kernel(const double* g, double* d, Layout layout, int t0, int count, int width, size_t total) {
+  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < total) decay_one(g, d, layout, t0, count, width, i);
+}
+
+// K = 16 NI; 125 registers at NI = 8 (ptxas, sm_90), so two blocks of 8 warps an SM.
+template <int NI>
+__global__ void __launch_bounds__(kMaxWarps * 32, 2) recurrence_kernel(const __grid_constant__ Args a) {  // read in place: a reference to a plain parameter is a copy in local memory
+  extern __shared__ __align__(16) double smem[];
+  DeviceContext x{smem};
+  recurrence_block<NI>(a, x);
+}
+
+const void* kernel_of(int K) {
+  switch (K) {
+    case 16: return reinterpret_cast<const void*>(&recurrence_kernel<1>);
+    case 32: return reinterpret_cast<const void*>(&recurrence_kernel<2>);
+    case 64: return reinterpret_cast<const void*>(&recurrence_kernel<4>);
+    default: return reinterpret_cast<const void*>(&recurrence_kernel<8>);
+  }
+}
+
+// The decays of tokens [t0, t0 + count), then the recurrence over them, of
+// every one of n sequences (q, k, g, beta, v, o in `layout`).
+void launch(const double* q, const double* k, const double* g, const double* beta, const double* v, double* o,
+            double* state, double* d, Layout layout, int n, int K, int V, int W, int t0, int count, double scale) {
+  const size_t total = size_t(n) * count * W;
+  decay_kernel<<<unsigned((total + 255) / 256), 256>>>(g, d, layout, t0, count, W, total);
+  CUDA_CHECK_LAUNCH();
+  const Shape sh = shape_of(K, V);
+  const dim3 grid(unsigned(n), unsigned(sh.blocks_per_sequence));
+  const int warps = sh.warps;
+  const size_t smem = sh.smem_bytes;
+  const Args a{q, k, d, beta, v, o, state, layout, t0, count, V, W, scale};
+  switch (K) {
+    case 16: recurrence_kernel<1><<<grid, warps * 32, smem>>>(a); break;
+    case 32: recurrence_kernel<2><<<grid, warps * 32, smem>>>(a); break;
+    case 64: recurrence_kernel<4><<<grid, warps * 32, smem>>>(a); break;
+    default: recurrence_kernel<8><<<grid, warps * 32, smem>>>(a); break;
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void require(int K, int V) {
+  if (const std::string why = recurrence_unsupported(K, V); !why.empty()) throw UsageError(why);
+  if (const std::string why = unavailable_reason(); !why.empty()) throw UsageError("the GPU recurrence: no CUDA GPU: " + why);
+}
+
+void upload(DeviceBuffer<double>& b, const double* host, size_t n) {
+  CUDA_CHECK(cudaMemcpy(b.get(n), host, n * sizeof(double), cudaMemcpyHostToDevice));
+}
+
+}  // namespace
+
+struct DeviceRecurrence::Impl {
+  int n = 0, K = 0, V = 0, W = 1;
+  double scale = 0;
+  DeviceBuffer<double> state, q, k, g, beta, v, o, d;
+};
+
+DeviceRecurrence::DeviceRecurrence(int sequences, int key_dim, int value_dim, bool channel_gates, double scale,
+                                   const double* h0)
+    : impl_(std::make_unique<Impl>()) {
+  require(key_dim, value_dim);
+  Impl& m = *impl_;
+  m.n = sequences, m.K = key_dim, m.V = value_dim, m.W = channel_gates ? key_dim : 1, m.scale = scale;
+  const size_t n = size_t(m.n) * m.K * m.V;
+  if (h0) upload(m.state, h0, n);
+  else CUDA_CHECK(cudaMemset(m.state.get(n), 0, n * sizeof(double)));
+}
+
+DeviceRecurrence::~DeviceRecurrence() = default;
+
+void DeviceRecurrence::advance(int count, const double* q, const double* k, const double* g, const double* beta,
+                               const double* v, double* o) {
+  if (count <= 0) return;
+  Impl& m = *impl_;
+  const size_t rows = size_t(m.n) * count;
+  upload(m.q, q, rows * m.K);
+  upload(m.k, k, rows * m.K);
+  upload(m.g, g, rows * m.W);
+  upload(m.beta, beta, rows);
+  upload(m.v, v, rows * m.V);
+  launch(m.q.data(), m.k.data(), m.g.data(), m.beta.data(), m.v.data(), m.o.get(rows * m.V), m.state.data(),
+         m.d.get(rows * m.W), Layout{count, 1}, m.n, m.K, m.V, m.W, 0, count, m.scale);
+  CUDA_CHECK(cudaMemcpy(o, m.o.data(), rows * m.V * sizeof(double), cudaMemcpyDeviceToHost));
+}
+
+void DeviceRecurrence::state(double* out) const {
+  const Impl& m = *impl_;
+  CUDA_CHECK(cudaMemcpy(out, m.state.data(), size_t(m.n) * m.K * m.V * sizeof(double), cudaMemcpyDeviceToHost));
+}
+
+RecurrenceTiming time_recurrence(const RecurrenceProblem& p, int block, int repeat, const std::vector<int>& keep,
+                                 const std::function<bool(const RecurrenceTiming&)>& check) {
+  const int K = p.key_dim, V = p.value_dim, W = p.channel_gates ? K : 1, n = p.batch * p.heads;
+  require(K, V);
+  RecurrenceTiming out;
+  const size_t rows = size_t(p.batch) * p.tokens * p.heads, states = size_t(n) * K * V;
+  const size_t decays = size_t(n) * std::min(block, p.tokens) * W;
+  out.device_bytes = (rows * (2 * K + W + 1 + 2 * V) + states * (p.h0 ? 2 : 1) + decays) * sizeof(double);
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (out.device_bytes > free_bytes / 10 * 9)
+    throw UsageError("the GPU recurrence: the inputs, outputs and states take " + std::to_string(out.device_bytes >> 20) +
+                     " MiB of device memory, " + std::to_string(free_bytes >> 20) + " MiB are free; use fewer sequences");
+  DeviceBuffer<double> q, k, g, beta, v, o, state, h0, d;
+  const auto t0 = std::chrono::steady_clock::now();
+  upload(q, p.q, rows * K);
+  upload(k, p.k, rows * K);
+  upload(g, p.g, rows * W);
+  upload(beta, p.beta, rows);
+  upload(v, p.v, rows * V);
+  if (p.h0) upload(h0, p.h0, states);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  out.upload_ms = detail::wall_ms_since(t0);
+  o.get(rows * V);
+  state.get(states);
+  d.get(decays);
+  const Layout layout{p.tokens, p.heads};
+  const auto reset = [&] {
+    if (p.h0) CUDA_CHECK(cudaMemcpy(state.data(), h0.data(), states * sizeof(double), cudaMemcpyDeviceToDevice));
+    else CUDA_CHECK(cudaMemset(state.data(), 0, states * sizeof(double)));
+  };
+  const auto pass = [&] {
+    for (int t = 0; t < p.tokens; t += block)
+      launch(q.data(), k.data(), g.data(), beta.data(), v.data(), o.data(), state.data(), d.data(), layout, n, K, V, W,
+             t, std::min(block, p.tokens - t), p.scale);
+  };
+  // The first pass: warm-up, and the outputs the CPU checks.
+  reset();
+  pass();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  for (const int s : keep) {
+    std::vector<double>& os = out.o.emplace_back(size_t(p.tokens) * V);
+    CUDA_CHECK(cudaMemcpy2D(os.data(), V * sizeof(double), o.data() + layout.row(s, 0) * V,
+                            size_t(p.heads) * V * sizeof(double), V * sizeof(double), size_t(p.tokens),
+                            cudaMemcpyDeviceToHost));
+    std::vector<double>& hs = out.final_state.emplace_back(size_t(K) * V);
+    CUDA_CHECK(cudaMemcpy(hs.data(), state.data() + size_t(s) * K * V, size_t(K) * V * sizeof(double),
+                          cudaMemcpyDeviceToHost));
+  }
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel_of(K)));
+  out.registers = attr.numRegs;
+  out.spill_bytes = int(attr.localSizeBytes);
+  if (!check(out)) return out;
+  detail::EventTimer timer;
+  for (int rep = 0; rep < repeat; ++rep) {
+    reset();
+    timer.mark(0, 0);
+    pass();
+    timer.mark(1, 0);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    out.pass_ms.push_back(timer.ms(0, 1));
+  }
+  return out;
+}
+
+}  // namespace chunkinv::gpu

@@ -1,0 +1,196 @@
+// The GPU recurrence's kernel bodies (gpu/recurrence.cu, whose head says
+// what they compute and how the work is dealt), one source for the device
+// and for a host emulation: every thread-level primitive (indices, barrier,
+// shuffle, shared memory) comes from a context `X`, every rounding from a
+// named operation (mul_rn, add_rn, sub_rn, fma), so that the test
+// GpuRecurrenceSource runs this very code on the CPU, thread by thread,
+// against the CPU's Recurrence, with or without a GPU.
+#pragma once
+#include <cmath>
+#include <cstddef>
+
+#include "core/detmath_hd.hpp"
+#include "core/hd.hpp"
+
+namespace chunkinv::gpu::recurrence {
+
+constexpr int kSlices = 8;                        // lanes that share a column pair (forward.hpp: kRecurrenceSlices)
+constexpr int kColumnsPerWarp = 32 / kSlices * 2;  // 8
+constexpr int kMaxWarps = 8;                      // 64 columns a block
+constexpr int kStageTokens = 8;                   // tokens in shared memory at a time
+
+// Token t of sequence s = b H + h in a [B, T, H, X] tensor: row ((b T + t) H + h).
+struct Layout {
+  int tokens = 0, heads = 1;
+  CHUNKINV_HD size_t row(int s, int t) const { return (size_t(s / heads) * tokens + t) * heads + s % heads; }
+};
+
+struct Args {
+  const double *q, *k, *d, *beta, *v;  // d: the launch's decays, [n][count][gate_width]
+  double* o;
+  double* state;  // [n][K][V]
+  Layout layout;
+  int t0, count, value_dim, gate_width;
+  double scale;
+};
+
+// The launch: warps a block, columns a block, blocks a sequence, shared memory a block.
+struct Shape {
+  int warps, cols, blocks_per_sequence;
+  size_t smem_bytes;
+};
+inline Shape shape_of(int K, int V) {
+  const int warps = V < kMaxWarps * kColumnsPerWarp ? (V + kColumnsPerWarp - 1) / kColumnsPerWarp : kMaxWarps;
+  const int cols = warps * kColumnsPerWarp;
+  return {warps, cols, (V + cols - 1) / cols,
+          (3 * size_t(kStageTokens) * K + size_t(kStageTokens) * cols + kStageTokens) * sizeof(double)};
+}
+
+#ifdef __CUDACC__
+using Pair = double2;
+#else
+struct alignas(16) Pair {
+  double x, y;
+};
+#endif
+
+// One IEEE operation each, on both (the device's intrinsics cannot be
+// contracted; the host builds with -ffp-contract=off).
+#ifdef __CUDA_ARCH__
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ double sub_rn(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ double fma_rn(double a, double b, double c) { return fma(a, b, c); }
+#else
+inline double mul_rn(double a, double b) { return a * b; }
+inline double add_rn(double a, double b) { return a + b; }
+inline double sub_rn(double a, double b) { return a - b; }
+inline double fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
+#endif
+
+// d[i], i = (s count + j) width + c: exp(g of token t0 + j of sequence s, gate column c).
+CHUNKINV_HD inline void decay_one(const double* g, double* d, Layout layout, int t0, int count, int width, size_t i) {
+  const size_t per_sequence = size_t(count) * width;
+  const int s = int(i / per_sequence);
+  const size_t rest = i % per_sequence;
+  const int j = int(rest / width), c = int(rest % width);
+  d[i] = detmath::hd::exp(g[layout.row(s, t0 + j) * width + c]);
+}
+
+// The column sum of recurrence_dots' order from the lane's slice partials
+// of its two columns; the result is the `kept` column's (lanes r < 4: 0).
+template <class X>
+CHUNKINV_HD inline double column_sum(X& x, double part0, double part1, int kept) {
+  const double mine = kept ? part1 : part0, other = kept ? part0 : part1;
+  double sum = add_rn(mine, x.shfl_xor(other, 4));  // P_r + P_(r ^ 4)
+  sum = add_rn(sum, x.shfl_xor(sum, 1));
+  return add_rn(sum, x.shfl_xor(sum, 2));
+}
+
+// One block of the recurrence kernel: columns [block_y cols, + cols) of
+// sequence block_x, every token of the launch. K = 16 NI. Every lane of
+// every warp runs every step (the shuffles need all 32); columns past V
+// hold zeros and are never written.
+template <int NI, class X>
+CHUNKINV_HD inline void recurrence_block(const Args& a, X& x) {
+  constexpr int K = 16 * NI, NR = 2 * NI;
+  const int threads = x.threads(), tid = x.thread();
+  const int cols = kColumnsPerWarp * (threads / 32);
+  double* sk = x.smem();
+  double* sq = sk + kStageTokens * K;
+  double* sd = sq + kStageTokens * K;
+  double* sv = sd + kStageTokens * K;
+  double* sb = sv + kStageTokens * cols;
+  const int s = x.block_x(), V = a.value_dim;
+  const int lane = tid & 31, r = lane & (kSlices - 1), kept = r >> 2;
+  const int col0 = x.block_y() * cols;
+  const int e0 = col0 + (tid >> 5) * kColumnsPerWarp + (lane / kSlices) * 2;  // columns e0, e0 + 1
+  double* state = a.state + size_t(s) * K * V;
+  double s0[NR], s1[NR];  // row 16 i + 2 r + p at [2 i + p], of column e0 and e0 + 1
+  CHUNKINV_UNROLL
+  for (int i = 0; i < NI; ++i)
+    CHUNKINV_UNROLL
+    for (int p = 0; p < 2; ++p) {
+      const size_t c = 16 * i + 2 * r + p;
+      s0[2 * i + p] = e0 < V ? state[c * V + e0] : 0.0;
+      s1[2 * i + p] = e0 + 1 < V ? state[c * V + e0 + 1] : 0.0;
+    }
+
+  for (int t = 0; t < a.count; t += kStageTokens) {
+    const int nt = a.count - t < kStageTokens ? a.count - t : kStageTokens;
+    x.sync();  // every lane is done with the previous stage
+    for (int i = tid; i < nt * (K / 2); i += threads) {
+      const int j = i / (K / 2), c = 2 * (i % (K / 2));
+      const size_t row = a.layout.row(s, a.t0 + t + j);
+      *reinterpret_cast<Pair*>(sk + j * K + c) = *reinterpret_cast<const Pair*>(a.k + row * K + c);
+      *reinterpret_cast<Pair*>(sq + j * K + c) = *reinterpret_cast<const Pair*>(a.q + row * K + c);
+      const double* dj = a.d + (size_t(s) * a.count + t + j) * a.gate_width;
+      if (a.gate_width == 1) {
+        sd[j * K + c] = dj[0];
+        sd[j * K + c + 1] = dj[0];
+      } else {
+        *reinterpret_cast<Pair*>(sd + j * K + c) = *reinterpret_cast<const Pair*>(dj + c);
+      }
+    }
+    for (int i = tid; i < nt * cols; i += threads) {
+      const int j = i / cols, e = col0 + i % cols;
+      sv[i] = e < V ? a.v[a.layout.row(s, a.t0 + t + j) * V + e] : 0.0;
+    }
+    if (tid < nt) sb[tid] = a.beta[a.layout.row(s, a.t0 + t + tid)];
+    x.sync();
+
+    for (int j = 0; j < nt; ++j) {
+      const double* kj = sk + j * K + 2 * r;
+      const double* qj = sq + j * K + 2 * r;
+      const double* dj = sd + j * K + 2 * r;
+      // S = diag(e^g) S, then k^T S
+      double c00 = 0.0, c01 = 0.0, c10 = 0.0, c11 = 0.0;  // chain of column x, parity p: cxp
+      CHUNKINV_UNROLL
+      for (int i = 0; i < NI; ++i) {
+        const Pair dd = *reinterpret_cast<const Pair*>(dj + 16 * i);
+        const Pair kk = *reinterpret_cast<const Pair*>(kj + 16 * i);
+        s0[2 * i] = mul_rn(s0[2 * i], dd.x);
+        s0[2 * i + 1] = mul_rn(s0[2 * i + 1], dd.y);
+        s1[2 * i] = mul_rn(s1[2 * i], dd.x);
+        s1[2 * i + 1] = mul_rn(s1[2 * i + 1], dd.y);
+        c00 = fma_rn(kk.x, s0[2 * i], c00);
+        c01 = fma_rn(kk.y, s0[2 * i + 1], c01);
+        c10 = fma_rn(kk.x, s1[2 * i], c10);
+        c11 = fma_rn(kk.y, s1[2 * i + 1], c11);
+      }
+      const double dot_k = column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept);
+      const double pred = mul_rn(sb[j], sub_rn(sv[j * cols + (e0 - col0) + kept], dot_k));
+      const double pred_other = x.shfl_xor(pred, 4);
+      const double p0 = kept ? pred_other : pred, p1 = kept ? pred : pred_other;
+      // S += k pred^T, then q^T S
+      c00 = c01 = c10 = c11 = 0.0;
+      CHUNKINV_UNROLL
+      for (int i = 0; i < NI; ++i) {
+        const Pair kk = *reinterpret_cast<const Pair*>(kj + 16 * i);
+        const Pair qq = *reinterpret_cast<const Pair*>(qj + 16 * i);
+        s0[2 * i] = fma_rn(kk.x, p0, s0[2 * i]);
+        s0[2 * i + 1] = fma_rn(kk.y, p0, s0[2 * i + 1]);
+        s1[2 * i] = fma_rn(kk.x, p1, s1[2 * i]);
+        s1[2 * i + 1] = fma_rn(kk.y, p1, s1[2 * i + 1]);
+        c00 = fma_rn(qq.x, s0[2 * i], c00);
+        c01 = fma_rn(qq.y, s0[2 * i + 1], c01);
+        c10 = fma_rn(qq.x, s1[2 * i], c10);
+        c11 = fma_rn(qq.y, s1[2 * i + 1], c11);
+      }
+      const double dot_q = column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept);
+      const int e = e0 + kept;
+      if ((r & 3) == 0 && e < V) a.o[a.layout.row(s, a.t0 + t + j) * V + e] = mul_rn(a.scale, dot_q);
+    }
+  }
+
+  CHUNKINV_UNROLL
+  for (int i = 0; i < NI; ++i)
+    CHUNKINV_UNROLL
+    for (int p = 0; p < 2; ++p) {
+      const size_t c = 16 * i + 2 * r + p;
+      if (e0 < V) state[c * V + e0] = s0[2 * i + p];
+      if (e0 + 1 < V) state[c * V + e0 + 1] = s1[2 * i + p];
+    }
+}
+
+}  // namespace chunkinv::gpu::recurrence
