@@ -1,6 +1,7 @@
 #include "metrics/metrics.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -115,16 +116,66 @@ const std::vector<MetricInfo>& sequence_infos() {
   return v;
 }
 
+// The backward's (seq -a backward=...): grad_first_nonfinite is better higher,
+// as o_first_nonfinite; the rest by kind.
+const std::vector<std::string>& gradient_list() {
+  static const std::vector<std::string> g{"dq", "dk", "dv", "dg", "dbeta"};
+  return g;
+}
+
+const std::vector<MetricInfo>& gradient_infos() {
+  static const std::vector<MetricInfo> v = [] {
+    std::vector<MetricInfo> m;
+    // MetricInfo keeps C strings: the names live as long as the program (a deque never moves them).
+    static std::deque<std::string> text;
+    const auto keep = [&](std::string s) { return text.emplace_back(std::move(s)).c_str(); };
+    for (const std::string& g : gradient_list()) {
+      m.push_back({keep(fmt::format("{}_rel_rmse", g)), MetricKind::kError,
+                   keep(fmt::format("{} of the chunked backward (path's inverse, preset's storage) vs the FP64 "
+                                    "recurrence's gradient", g))});
+      m.push_back({keep(fmt::format("{}_rel_rmse_inverse_only", g)), MetricKind::kError,
+                   keep(fmt::format("{} with the path's inverse, everything else FP64", g))});
+      m.push_back({keep(fmt::format("{}_rel_rmse_storage", g)), MetricKind::kError,
+                   keep(fmt::format("{} with the exact inverse and the preset's storage", g))});
+      m.push_back({keep(fmt::format("{}_inverse_share", g)), MetricKind::kValue,
+                   keep(fmt::format("{0}_rel_rmse_inverse_only / {0}_rel_rmse (as o_inverse_share)", g))});
+    }
+    m.push_back({"dh0_rel_rmse", MetricKind::kError, "the initial state's gradient (path's inverse, preset's storage)"});
+    m.push_back({"dh0_rel_rmse_inverse_only", MetricKind::kError, "the initial state's gradient, inverse only"});
+    m.push_back({"grad_finite", MetricKind::kFlag, "1 if every gradient (path's inverse, preset's storage) is finite"});
+    m.push_back({"grad_first_nonfinite", MetricKind::kValue,
+                 "the first position with a non-finite dq, dk, dv, dg or dbeta entry; seq_len when none"});
+    return m;
+  }();
+  return v;
+}
+
+const MetricInfo kGradientWindow{"<g>_rel_rmse_from_", MetricKind::kError,
+                                 "a gradient's error (path's inverse, preset's storage) over the window of positions "
+                                 "from <p>"};
+
+// "<digits>" without leading zeros.
+bool is_position(const std::string& p) {
+  return !p.empty() && p.size() <= 9 && p.find_first_not_of("0123456789") == std::string::npos &&
+         (p == "0" || p[0] != '0');
+}
+
 constexpr const char* kWindowPrefix = "o_rel_rmse_from_";
 const MetricInfo kWindow{kWindowPrefix, MetricKind::kError,
                          "o's error (path's inverse, preset's storage) over the window of positions from <p>"};
 
 // "o_rel_rmse_from_<p>", p a whole number written without leading zeros.
 bool is_window_metric(const std::string& name) {
-  const std::string_view prefix = kWindowPrefix;
-  if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() > prefix.size() + 9) return false;
-  const std::string p = name.substr(prefix.size());
-  return p.find_first_not_of("0123456789") == std::string::npos && (p == "0" || p[0] != '0');
+  return name.starts_with(kWindowPrefix) && is_position(name.substr(std::string_view(kWindowPrefix).size()));
+}
+
+// "<g>_rel_rmse_from_<p>", g a gradient's name.
+bool is_gradient_window_metric(const std::string& name) {
+  for (const std::string& g : gradient_list()) {
+    const std::string prefix = g + "_rel_rmse_from_";
+    if (name.starts_with(prefix) && is_position(name.substr(prefix.size()))) return true;
+  }
+  return false;
 }
 
 // Twin names live as long as the program: MetricInfo holds const char*.
@@ -205,12 +256,20 @@ const MetricInfo* find_metric(const std::string& raw) {
   if (const MetricInfo* m = find_chunk_metric(raw)) return m;
   for (const MetricInfo& m : sequence_infos())
     if (raw == m.name) return &m;
+  for (const MetricInfo& m : gradient_infos())
+    if (raw == m.name) return &m;
+  if (is_gradient_window_metric(raw)) return &kGradientWindow;
   return is_window_metric(raw) ? &kWindow : nullptr;
 }
+
+const std::vector<std::string>& gradient_names() { return gradient_list(); }
+std::span<const MetricInfo> gradient_metrics() { return gradient_infos(); }
+const MetricInfo& gradient_window_metric_info() { return kGradientWindow; }
 
 Better better_direction(const MetricInfo& m) {
   for (const SequenceMetric& d : kSequence)
     if (std::string_view(m.name) == d.info.name) return d.better;
+  if (std::string_view(m.name) == "grad_first_nonfinite") return Better::kHigher;  // later is better
   return m.kind == MetricKind::kFlag ? Better::kHigher : Better::kLower;  // the windows: errors
 }
 

@@ -44,6 +44,13 @@ std::span<const MetricInfo> sequence_metrics();
 // "o_rel_rmse_from_<first>": o's error over positions [first, first + window).
 std::string window_metric_name(int first);
 const MetricInfo& window_metric_info();  // its kind and help; the name is per window
+// The metrics seq -a backward=... adds (docs/downstream.md, "Backward"), in
+// report order: per gradient (gradient_names(): dq, dk, dv, dg, dbeta) its
+// error, inverse-only and storage errors and inverse share, then dh0's and
+// the gradients' finiteness; then one <g>_rel_rmse_from_<p> per gradient and window.
+const std::vector<std::string>& gradient_names();
+std::span<const MetricInfo> gradient_metrics();
+const MetricInfo& gradient_window_metric_info();
 // Every chunk metric's name in report order: generic, each method's
 // diagnostics and their twins, then the gold's own; each once.
 std::vector<std::string> all_metric_names();

@@ -32,9 +32,11 @@ CheckRules default_check_rules() {
   add("decay_zeros", "max", CheckKind::kCount);
   add("inv_decay_nonfinite", "max", CheckKind::kCount);
   // ...and the share of samples whose error is finite.
-  // seq's: o finite, and where it stops being finite.
+  // seq's: o (and the backward's gradients) finite, and where they stop being finite.
   add("o_finite", "mean", CheckKind::kShare);
   add("o_first_nonfinite", "min", CheckKind::kCount);
+  add("grad_finite", "mean", CheckKind::kShare);
+  add("grad_first_nonfinite", "min", CheckKind::kCount);
   for (const char* m : {"*_rel_rmse", "inverse_residual", "*_rel_rmse_*"}) {
     add(m, "finite_count", CheckKind::kShare);
     // Errors must not grow beyond a relative tolerance: the median tightly,

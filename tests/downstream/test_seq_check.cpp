@@ -47,6 +47,31 @@ TEST(SeqMetrics, EveryMetricIsKnownWithItsDirection) {
   EXPECT_HAS(testing::usage_error([] { parse_metric_list("o_finite", "--metrics"); }), "unknown metric \"o_finite\"");
 }
 
+// The backward's metrics (seq -a backward=...) too: every metric of a
+// backward report is known, grad_finite and grad_first_nonfinite better
+// higher, the gradients' errors and their windows lower.
+TEST(SeqMetrics, TheBackwardsMetricsAreKnownWithTheirDirection) {
+  const std::string dir = testing::test_dir("seq-check-bwd");
+  const auto ok = testing::run_chunkinv_in(dir, "seq -a seq_len=64 -a chunk=16 -a dim=8 -a value_dim=8 -a window=32 "
+                                                "-a method=neumann -a backward=stored --paths gold --samples 2 -q -o b.json");
+  ASSERT_EQ(ok.status, 0) << ok.out;
+  const Report r = read_report(dir + "/b.json");
+  ASSERT_EQ(r.results.size(), 1u);
+  size_t gradients = 0;
+  for (const auto& [name, st] : r.results[0].metrics) {
+    const MetricInfo* m = find_metric(name);
+    ASSERT_NE(m, nullptr) << name;
+    const bool later_is_better = name == "grad_finite" || name == "grad_first_nonfinite" || name == "o_finite" ||
+                                 name == "o_first_nonfinite";
+    EXPECT_EQ(higher_is_better(*m), later_is_better) << name;
+    gradients += name.starts_with("dq_") || name.starts_with("dbeta_");
+  }
+  EXPECT_TRUE(r.results[0].metrics.count("dq_rel_rmse_from_32"));
+  EXPECT_GT(gradients, 8u);
+  EXPECT_EQ(find_metric("dq_rel_rmse_from_032"), nullptr);
+  std::filesystem::remove_all(dir);
+}
+
 // A real seq report and the same with o finite in fewer sequences (and
 // earlier): check says WORSE for o_finite and o_first_nonfinite, through
 // the command and its exit status.
