@@ -14,9 +14,15 @@ Sizes for one- and two-column figures (--width single|double: 3.5 in and
 the Okabe-Ito palette with a distinct marker per series, the
 format from the file name (.png, .pdf, .svg). Reads only the report JSON.
 
+Presets for `chunkinv seq` reports (--preset): `position`, o's error per
+window of positions against the position (the o_rel_rmse_from_<p> windows);
+`seq_len`, o's error (total and inverse only) against T, one series per path
+and method, with the share of sequences whose o is finite.
+
 usage: scripts/plot.py REPORT... -o FILE.png|pdf|svg [--x AXIS] [--facet AXIS]
                        [--metric NAME]... [--no-share] [--where AXIS=V1,V2]...
                        [--width single|double|auto] [--columns N] [--dpi N]
+                       [--preset position|seq_len]
        scripts/plot.py --methods REPORT... -o FILE [--cost BENCH_JSON]... [--metric NAME]
                        [--where AXIS=V1,V2]... [--width single|double|auto] [--columns N] [--dpi N]
        scripts/plot.py --trace SEARCH_JSON... -o FILE [--no-lanes] [--hline VALUE=LABEL]...
@@ -41,6 +47,17 @@ ALIASES = {
 }
 DEFAULT_METRICS = ["inv_total_rel_rmse"]
 SHARE_METRIC = "inv_finite"
+# The finite share row's label, per share metric.
+SHARE_LABELS = {"inv_finite": "finite\ninverses (%)", "o_finite": "finite\noutputs (%)"}
+# seq reports (docs/downstream.md): a window of o's error is the metric
+# o_rel_rmse_from_<p>; the position preset makes each an entry at x = p.
+WINDOW_PREFIX = "o_rel_rmse_from_"
+WINDOW_METRIC = "o_rel_rmse_window"
+# --preset NAME: (x axis, error metrics, share metric or None) of seq reports.
+PRESETS = {
+    "position": ("position", [WINDOW_METRIC], None),
+    "seq_len": ("seq_len", ["o_rel_rmse", "o_rel_rmse_inverse_only"], "o_finite"),
+}
 REQUIRED_STATS = ["median", "mean", "p10", "p90", "p99", "min", "max", "finite_count"]
 # The y label of a metric's row; others are shown by name.
 METRIC_LABELS = {
@@ -51,6 +68,12 @@ METRIC_LABELS = {
     "inverse_residual": "residual",
     "power_max": "max power magnitude",
     "gold_l_power_max": "max power magnitude",
+    "o_rel_rmse": "o rel. RMSE",
+    "o_rel_rmse_inverse_only": "o rel. RMSE,\ninverse only",
+    "o_rel_rmse_storage": "o rel. RMSE,\nstorage only",
+    "ht_rel_rmse": "final state\nrel. RMSE",
+    "state_rel_rmse_max": "max state\nrel. RMSE",
+    WINDOW_METRIC: "o rel. RMSE\nper window",
 }
 # How an axis reads on a figure: (axis label, facet title format).
 AXIS_LABELS = {
@@ -62,6 +85,10 @@ AXIS_LABELS = {
     "method": ("method", "{}"),
     "path": ("path", "{}"),
     "family": ("family", "{}"),
+    "seq_len": ("sequence length T", "T = {}"),
+    "position": ("position (window start)", "position {}"),
+    "value_dim": ("value dim V", "V = {}"),
+    "storage": ("storage", "{}"),
 }
 # Okabe & Ito's colour-blind-safe palette (black last), one marker per series.
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
@@ -301,7 +328,7 @@ def set_x_axis(ax, layout, panel_w):
     labels = [t if (len(labels) - 1 - i) % step == 0 else "" for i, t in enumerate(labels)]
     if layout.x_numeric:
         xs = [float(v) for v in layout.x_values]
-        if layout.x in ("chunk", "dim") and min(xs) > 0 and max(xs) / min(xs) >= 4:
+        if layout.x in ("chunk", "dim", "seq_len") and min(xs) > 0 and max(xs) / min(xs) >= 4:
             ax.set_xscale("log", base=2)
             ax.set_xlim(min(xs) / 2 ** 0.3, max(xs) * 2 ** 0.3)
         elif max(xs) > min(xs):
@@ -391,15 +418,15 @@ def plot_metric(ax, strip, layout, facet, metric, strip_rows, styles, top, first
                                ha="center", va="center", color=colour, clip_on=False)
 
 
-def plot_share(ax, layout, facet, styles, np):
-    """The share of samples whose inverse is finite, with its 95% Wilson interval."""
+def plot_share(ax, layout, facet, styles, np, metric=SHARE_METRIC):
+    """The share of samples whose inverse (o, for seq) is finite, with its 95% Wilson interval."""
     for i, key in enumerate(layout.series):
-        pts = layout.points(facet, key, SHARE_METRIC)
+        pts = layout.points(facet, key, metric)
         if not pts:
             continue
         colour, marks = styles[key]
         x = np.array([p + dodge(layout, i, len(layout.series)) for p, _ in pts])
-        s = [e["metrics"][SHARE_METRIC] for _, e in pts]
+        s = [e["metrics"][metric] for _, e in pts]
         share = 100 * np.array([v["mean"] for v in s])
         lo = 100 * np.array([v.get("wilson_low", v["mean"]) for v in s])
         hi = 100 * np.array([v.get("wilson_high", v["mean"]) for v in s])
@@ -480,7 +507,7 @@ def legend_size(handles, width, plt):
         plt.close(scratch)
 
 
-def figure(layout, metrics, with_share, width, columns, plt, np):
+def figure(layout, metrics, with_share, width, columns, plt, np, share=SHARE_METRIC):
     series = layout.series
     styles = {k: series_style(i) for i, k in enumerate(series)}
     # Strip rows: the series that have a non-finite sample of the metric anywhere.
@@ -504,7 +531,7 @@ def figure(layout, metrics, with_share, width, columns, plt, np):
             block.append(("strip", m, (0.19 if stagger else 0.1) * len(strips[m]) + 0.04))
         block.append(("metric", m, panel_h))
     if with_share:
-        block.append(("share", SHARE_METRIC, panel_h * 0.55))
+        block.append(("share", share, panel_h * 0.55))
     block_h = sum(h for _, _, h in block) + (0.18 if layout.facet_axes else 0) + 0.36
     handles = legend_handles(layout, metrics, with_share, styles)
     fig, parts, grids = figure_frame(plt, np, fig_w, handles, block, block_h, nblocks, ncols)
@@ -539,9 +566,9 @@ def figure(layout, metrics, with_share, width, columns, plt, np):
                 if has_strip:
                     style_strip(strip, ax, len(strips[m]), col == 0)
             else:
-                plot_share(ax, layout, facet, styles, np)
+                plot_share(ax, layout, facet, styles, np, share)
                 if col == 0:
-                    ax.set_ylabel("finite\ninverses (%)")
+                    ax.set_ylabel(SHARE_LABELS.get(share, "finite\n" + share.replace("_", " ") + " (%)"))
             set_x_axis(ax, layout, fig_w / ncols)
             ax.grid(True, which="major", color="0.88", linewidth=0.5)
             ax.set_axisbelow(True)
@@ -645,6 +672,21 @@ def plot_trace(argv):
 # The tail drawn: p99.9 where every entry drawn holds it (reports of this
 # version do), else p99 (older reports hold p10, p90, p99 only); set by plot_methods.
 TAIL = "p99"
+
+
+def window_entries(entries):
+    """--preset position: each window o_rel_rmse_from_<p> of a seq entry as an
+    entry of its own at axis position = p, its statistics under one name."""
+    out = []
+    for e in entries:
+        for name, stats in e["metrics"].items():
+            if name.startswith(WINDOW_PREFIX) and name[len(WINDOW_PREFIX):].isdigit():
+                out.append({**e, "axes": {**e["axes"], "position": int(name[len(WINDOW_PREFIX):])},
+                            "metrics": {WINDOW_METRIC: stats}})
+    if not out:
+        raise ReportError("--preset position: no entry has windows of o's error (o_rel_rmse_from_<p>): "
+                          "the reports are not chunkinv seq's")
+    return out
 
 
 def axes_key(axes):
@@ -1132,16 +1174,33 @@ def main(argv):
     parser.add_argument("--columns", type=int,
                         help="facets per row (default: at most 3 single, 5 double, in rows as even as can be)")
     parser.add_argument("--dpi", type=int, default=300, help="resolution of a PNG (default 300)")
+    parser.add_argument("--preset", choices=sorted(PRESETS),
+                        help="a chunkinv seq report: position (o's error per window against the position) or "
+                             "seq_len (o's error, total and inverse only, against T per method, and o's finite share)")
     args = parser.parse_args(argv)
     if not args.output.lower().endswith(EXTENSIONS):
         parser.error("the output must end in .png, .pdf or .svg")
     if args.columns is not None and args.columns < 1:
         parser.error("--columns must be at least 1")
     metrics = [ALIASES.get(m, m) for m in args.metrics] if args.metrics else DEFAULT_METRICS
+    share = SHARE_METRIC
+    x = args.x
 
     entries = []
     for path in args.reports:
         entries += read_report(path)
+    if args.preset:
+        x_preset, metrics_preset, share_preset = PRESETS[args.preset]
+        if args.preset == "position":
+            if args.metrics or (x is not None and x != "position"):
+                parser.error("--preset position draws the windows of o's error against the position: "
+                             "leave out --metric and --x")
+            entries = window_entries(entries)
+        x = x or x_preset
+        metrics = metrics if args.metrics else metrics_preset
+        share = share_preset or share
+        if share_preset is None:
+            args.no_share = True
     axes_present = {k for e in entries for k in e["axes"]}
     filters = parse_where(args.where, axes_present)
     entries = [e for e in entries if keep(e, filters)]
@@ -1154,15 +1213,15 @@ def main(argv):
     # The entries of the figure: those with an error metric shown (the gold's
     # own entry, the reference, has none).
     entries = [e for e in entries if any(m in e["metrics"] for m in metrics)]
-    with_share = not args.no_share and any(SHARE_METRIC in e["metrics"] for e in entries)
-    layout = Layout(entries, args.x, args.facet)
+    with_share = not args.no_share and any(share in e["metrics"] for e in entries)
+    layout = Layout(entries, x, args.facet)
 
     libs = import_matplotlib()
     if libs is None:
         return 2
     plt, np = libs
     style(plt)
-    save(figure(layout, metrics, with_share, args.width, args.columns, plt, np), args.output, args.dpi)
+    save(figure(layout, metrics, with_share, args.width, args.columns, plt, np, share), args.output, args.dpi)
     return 0
 
 

@@ -11,11 +11,13 @@
 
 #include "cli/commands.hpp"
 #include "cli/meta.hpp"
+#include "cli/seq.hpp"
 #include "cli/summary.hpp"
 #include "core/error.hpp"
 #include "core/limits.hpp"
 #include "core/output_file.hpp"
 #include "core/text.hpp"
+#include "downstream/tensors.hpp"
 #include "driver/runner.hpp"
 #include "driver/spec.hpp"
 #include "inputs/data_families.hpp"
@@ -40,6 +42,22 @@ void score(const ScoreArgs& a) {
   std::string worst_by = a.worst_by;
   const size_t worst = parse_worst(a.worst, worst_by);
   if (a.inputs.empty() || a.candidate.empty()) throw UsageError("score needs --inputs PATH and --candidate PATH");
+  if (holds_sequences(a.inputs)) {  // a kernel's o (and ht) on sequences: seq's scoring (docs/downstream.md)
+    if (worst) throw UsageError("score --worst: the inputs are sequences, whose outputs are scored without worst samples");
+    if (a.paths != "gold")
+      throw UsageError(fmt::format("score --paths {}: the inputs are sequences; their candidate is scored against the "
+                                   "FP64 recurrence alone (seq --inputs runs the paths)", a.paths));
+    if (a.per_sample) throw UsageError("score --per-sample: the inputs are sequences, scored as entries without per-sample values");
+    SeqScoreRequest r;
+    r.inputs = a.inputs;
+    r.candidate = a.candidate;
+    r.axes = a.axes;
+    r.output = a.output;
+    r.table_format = a.table_format;
+    r.threads = int(parse_count("--threads", a.threads, 0, 1024));
+    r.quiet = a.quiet;
+    return score_sequences(r);
+  }
   ExperimentSpec spec;
   spec.name = "score";
   spec.grids.push_back({{"family", "file"}, {"inputs", a.inputs}});

@@ -3,6 +3,8 @@
 // inverses from every path x method, the chunked forward as the kernels
 // compute it scored against the FP64 token recurrence, into a standard
 // report (`table --preset downstream`, `check`, `merge`).
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -11,14 +13,19 @@
 
 #include "cli/commands.hpp"
 #include "cli/meta.hpp"
+#include "cli/seq.hpp"
 #include "core/error.hpp"
 #include "core/json_read.hpp"
+#include "core/limits.hpp"
 #include "core/output_file.hpp"
+#include "core/signals.hpp"
 #include "downstream/backward.hpp"
 #include "downstream/experiment.hpp"
 #include "downstream/storage.hpp"
 #include "driver/spec.hpp"
+#include "report/merge.hpp"
 #include "report/report.hpp"
+#include "report/worst.hpp"
 #include "report/table.hpp"
 
 namespace chunkinv::cli {
@@ -27,11 +34,11 @@ namespace {
 using json = nlohmann::json;
 
 struct SeqArgs {
-  std::string config, paths, output, table_format = "md", inputs, candidate, pipeline = "host";
+  std::string config, paths, output, table_format = "md", inputs, candidate, shard, checkpoint_every, pipeline = "host";
   std::vector<std::string> axes;
   std::optional<uint64_t> samples, seed;
   int threads = 0;
-  bool per_sample = false, quiet = false, list_families = false, list_storage = false;
+  bool per_sample = false, quiet = false, list_families = false, list_storage = false, resume = false;
 };
 
 // A config: {"axes": {axis: value or list}, "samples": n, "seed": s, "paths": "gold,emulated"}.
@@ -91,12 +98,27 @@ void seq(SeqArgs a) {
   const uint64_t samples = a.samples.value_or(4);
   if (samples < 1 || samples > 1'000'000) throw UsageError(fmt::format("--samples {} is outside 1..10^6", samples));
   if (!a.candidate.empty() && a.inputs.empty()) throw UsageError("seq --candidate needs --inputs (the sequences it ran on)");
+  std::optional<Shard> shard;
+  if (!a.shard.empty()) shard = parse_shard(a.shard);
+  if (shard && !a.per_sample)
+    throw UsageError("seq --shard needs --per-sample: seq's quantiles are exact, and the merge puts every value back "
+                     "together");
+  if (!a.candidate.empty() && (shard || a.resume))
+    throw UsageError(fmt::format("seq --candidate with {}: a kernel's outputs are scored at once, with no shards or "
+                                 "checkpoint", shard ? "--shard" : "--resume"));
+  const double every =
+      a.checkpoint_every.empty() ? 10.0 : double(parse_count("--checkpoint-every", a.checkpoint_every, 0, 86400));
   std::shared_ptr<const SequenceSet> set;
   if (!a.inputs.empty()) set = std::make_shared<const SequenceSet>(load_sequences(a.inputs));
   const std::vector<SeqGroup> groups = set ? expand_inputs(set, axes) : expand_sequences(axes);
   std::optional<CandidateOutputs> candidate;
   if (!a.candidate.empty()) candidate = load_candidate_outputs(a.candidate, *set);
   const std::vector<PathChoice> paths = parse_paths(paths_text);
+  if (shard)
+    for (const SeqGroup& g : groups)
+      if (const uint64_t n = g.inputs ? g.inputs->sequences.size() : samples; shard->count > n)
+        throw UsageError(fmt::format("--shard {}: {} shards of {} sequences; at most {} shards (a shard holds a "
+                                     "sequence at least)", a.shard, shard->count, n, n));
   if (a.pipeline != "host" && a.pipeline != "device")
     throw UsageError(fmt::format("--pipeline {}: must be host or device (the FP64 recurrence on the GPU)", a.pipeline));
   const bool device = a.pipeline == "device";
@@ -114,8 +136,64 @@ void seq(SeqArgs a) {
   opt.seed = a.seed.value_or(0);
   opt.threads = a.threads;
   opt.per_sample = a.per_sample;
+  opt.shard = shard;
   opt.device_reference = device;
-  const std::string started = utc_now();
+  const bool checkpointed = out && out->replaced_atomically() && !candidate;
+  if (a.resume && !checkpointed)
+    throw UsageError("--resume needs -o FILE (a regular file): the checkpoint lies beside the report");
+
+  // What the results depend on (a resume must match it; the shards of one
+  // run share it but for the shard itself).
+  json identity = build_identity();
+  identity["command"] = "seq";
+  identity["axes"] = axes;
+  identity["seed"] = set ? 0 : opt.seed;
+  identity["samples"] = set ? set->sequences.size() : samples;
+  identity["per_sample"] = a.per_sample;
+  if (set) identity["inputs"] = a.inputs;
+  std::vector<std::string> labels;
+  for (const PathChoice& p : paths) labels.push_back(p.label());
+  identity["paths"] = labels;
+  const Checkpoint::Layout layout = sequence_layout(groups, paths, opt);
+  if (layout.axes.empty() && !candidate) {
+    std::vector<std::string> why;
+    for (const SeqGroup& g : groups)
+      for (const PathChoice& p : paths)
+        for (const Method& m : g.methods)
+          if (std::string w; !p.spec->supports(g.config.chunk_config(), m, &w))
+            why.push_back(fmt::format("path {} does not run method {}: {}", p.label(), m.label(), w));
+    throw UsageError(fmt::format("seq: no path runs any method of these configurations ({})", why.empty() ? "" : why.front()));
+  }
+  identity["entries"] = json::array();
+  for (const auto& g : layout.axes)
+    for (const json& e : g) identity["entries"].push_back(e);
+  json run_identity = identity;
+  run_identity.erase("entries");
+  if (shard) identity["shard"] = fmt::format("{}/{}", shard->index, shard->count);
+
+  const std::string ckpt_path = checkpointed ? sibling_path(out->target(), ".ckpt") : std::string();
+  struct stat st;
+  if (checkpointed && !a.resume && ::lstat(ckpt_path.c_str(), &st) == 0)
+    throw UsageError(fmt::format("output {}: {} holds an unfinished run; add --resume to finish it, or delete it to start over",
+                                 a.output, ckpt_path));
+  std::unique_ptr<Checkpoint> ckpt;
+  std::string started = utc_now();
+  std::vector<std::string> argv = invocation().argv;
+  if (a.resume) {
+    ckpt = Checkpoint::open(ckpt_path, identity, layout);
+    argv = ckpt->run().value("argv", argv);  // the report says what the first part of the run was
+    started = ckpt->run().value("started", started);
+  } else if (checkpointed) {
+    ckpt = Checkpoint::create(ckpt_path, identity, {{"argv", argv}, {"started", started}});
+  }
+  if (ckpt) ckpt->interval_s = every;
+  opt.checkpoint = ckpt.get();
+  // With a checkpoint, the first Ctrl-C stops after the sequence and saves it.
+  std::optional<signals::StopPoint> stop_point;
+  if (ckpt) {
+    stop_point.emplace();
+    opt.stop = [] { return signals::received(); };
+  }
   SeqRunResult result;
   if (candidate) {
     // The kernel's own outputs: one method (the arithmetic it implements), no path runs.
@@ -123,14 +201,27 @@ void seq(SeqArgs a) {
                                                                                       : "neumann";
     result.entries = score_candidates(groups, *candidate, parse_method(method).label(), device);
   } else {
-    result = run_sequences(groups, paths, opt);
+    try {
+      result = run_sequences(groups, paths, opt);
+    } catch (const signals::Stopped& s) {
+      std::vector<std::string> again = invocation().argv;
+      if (!a.resume) again.push_back("--resume");
+      std::fprintf(stderr, "chunkinv: stopped by %s; %zu of %zu configurations are saved in %s; finish with: %s\n",
+                   signals::name(s.signal).c_str(), ckpt->groups_finished(), layout.axes.size(), ckpt_path.c_str(),
+                   shell_command(again).c_str());
+      throw;
+    }
   }
+  stop_point.reset();  // from here a signal ends the run at once (the checkpoint holds everything)
   if (!a.quiet)
     for (const auto& why : result.skipped) std::fprintf(stderr, "skipped: %s\n", why.c_str());
   if (result.entries.empty()) throw UsageError("seq: no path runs any method of these configurations (see skipped)");
   Report report;
   report.results = std::move(result.entries);
   report.meta = make_meta(paths, opt.threads, started);
+  report.meta["argv"] = argv;
+  if (a.resume) report.meta["resumed"] = utc_now();
+  if (shard) report.meta["shard"] = shard_meta(*shard, set ? set->sequences.size() : samples, run_identity);
   if (!result.skipped.empty()) report.meta["skipped"] = result.skipped;
   report.meta["experiment"] = a.config.empty() ? "seq" : a.config;
   report.meta["seed"] = set ? 0 : opt.seed;
@@ -162,7 +253,10 @@ void seq(SeqArgs a) {
         {"inverse", "stored: A as the forward stored it, read as the backward preset reads A; recomputed: the "
                     "path x method's A as it makes it"},
         {"storage", backward}};
-  if (out) out->commit(report_to_json(report).dump(1) + "\n");
+  if (out) {
+    out->commit(report_to_json(report).dump(1) + "\n");
+    if (ckpt) ckpt->remove();  // kept when the report could not be written: --resume writes it without computing
+  }
   if (!out || !out->to_stdout()) {
     if (!a.quiet) std::cout << format_table(build_table({{a.output.empty() ? "seq" : a.output, report}}, "downstream"), format);
     if (!a.quiet && !backward.empty())
@@ -172,6 +266,18 @@ void seq(SeqArgs a) {
 }
 
 }  // namespace
+
+void score_sequences(const SeqScoreRequest& r) {
+  SeqArgs a;
+  a.inputs = r.inputs;
+  a.candidate = r.candidate;
+  a.axes = r.axes;
+  a.output = r.output;
+  a.table_format = r.table_format;
+  a.quiet = r.quiet;
+  a.threads = r.threads;
+  seq(std::move(a));
+}
 
 void set_seq_command(CLI::App& app) {
   auto args = std::make_shared<SeqArgs>();
@@ -197,6 +303,12 @@ void set_seq_command(CLI::App& app) {
   cmd->add_option("--format", args->table_format, "summary table format: md, latex, csv");
   cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_flag("--per-sample", args->per_sample, "keep every sequence's metric values in the report");
+  cmd->add_option("--shard", args->shard,
+                  "i/n: run shard i of n of every configuration's sequences (with --per-sample); `chunkinv merge` "
+                  "joins the shards into the unsharded report");
+  cmd->add_flag("--resume", args->resume, "finish a seq run that was stopped or killed, from FILE.ckpt (same options)");
+  cmd->add_option("--checkpoint-every", args->checkpoint_every,
+                  "seconds between saves of the sequences done to FILE.ckpt, 0 to 86400 (default 10)");
   cmd->add_option("--pipeline", args->pipeline,
                   "host (default) or device: the FP64 recurrence every variant is scored against on the GPU "
                   "(bit for bit the host's, the same report; K 16, 32, 64 or 128)");

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 
 #include <fmt/format.h>
 
@@ -15,40 +14,6 @@
 
 namespace chunkinv {
 namespace {
-
-constexpr const char* kGradients[] = {"dq", "dk", "dv", "dg", "dbeta"};
-
-std::vector<MetricInfo> make_metrics() {
-  std::vector<MetricInfo> m;
-  // MetricInfo keeps C strings: the names live as long as the program (a deque never moves them).
-  static std::deque<std::string> text;
-  const auto keep = [&](std::string s) { return text.emplace_back(std::move(s)).c_str(); };
-  for (const char* g : kGradients) {
-    m.push_back({keep(fmt::format("{}_rel_rmse", g)), MetricKind::kError,
-                 keep(fmt::format("{} of the chunked backward (path's inverse, preset's storage) vs the FP64 "
-                                  "recurrence's gradient", g))});
-    m.push_back({keep(fmt::format("{}_rel_rmse_inverse_only", g)), MetricKind::kError,
-                 keep(fmt::format("{} with the path's inverse, everything else FP64", g))});
-    m.push_back({keep(fmt::format("{}_rel_rmse_storage", g)), MetricKind::kError,
-                 keep(fmt::format("{} with the exact inverse and the preset's storage", g))});
-    m.push_back({keep(fmt::format("{}_inverse_share", g)), MetricKind::kValue,
-                 keep(fmt::format("{0}_rel_rmse_inverse_only / {0}_rel_rmse (as o_inverse_share)", g))});
-  }
-  m.push_back({"dh0_rel_rmse", MetricKind::kError, "the initial state's gradient (path's inverse, preset's storage)"});
-  m.push_back({"dh0_rel_rmse_inverse_only", MetricKind::kError, "the initial state's gradient, inverse only"});
-  m.push_back({"grad_finite", MetricKind::kFlag, "1 if every gradient (path's inverse, preset's storage) is finite"});
-  m.push_back({"grad_first_nonfinite", MetricKind::kValue,
-               "the first position with a non-finite dq, dk, dv, dg or dbeta entry; seq_len when none"});
-  return m;
-}
-
-const std::vector<MetricInfo>& metrics() {
-  static const std::vector<MetricInfo> m = make_metrics();
-  return m;
-}
-
-const MetricInfo kWindow{"<g>_rel_rmse_from_", MetricKind::kError,
-                         "a gradient's error (path's inverse, preset's storage) over the window of positions from <p>"};
 
 double share(double total, double inverse_only) {
   if (!std::isfinite(total)) return std::isfinite(inverse_only) ? 0.0 : 1.0;
@@ -100,16 +65,16 @@ void validate_backward(const SeqConfig& c) {
   if (c.backward != "none") find_backward_storage(c.storage);
 }
 
-std::span<const MetricInfo> backward_metrics() { return metrics(); }
+std::span<const MetricInfo> backward_metrics() { return gradient_metrics(); }
 
 std::vector<std::string> backward_window_names(int seq_len, int window) {
   std::vector<std::string> n;
-  for (const char* g : kGradients)
+  for (const std::string& g : gradient_names())
     for (int w = 0; w < seq_len / window; ++w) n.push_back(fmt::format("{}_rel_rmse_from_{}", g, w * window));
   return n;
 }
 
-const MetricInfo& backward_window_info() { return kWindow; }
+const MetricInfo& backward_window_info() { return gradient_window_metric_info(); }
 
 void GradientScore::add_rows(int first, const Mat& a, const Mat& ref) {
   all_.add(a, ref);

@@ -7,12 +7,14 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/signals.hpp"
 #include "core/thread_pool.hpp"
 #include "downstream/backward.hpp"
 #include "downstream/backward_experiment.hpp"
 #include "downstream/forward.hpp"
 #include "downstream/scores.hpp"
 #include "downstream/storage.hpp"
+#include "metrics/sketch.hpp"
 #include "gpu/gpu.hpp"
 #include "gpu/recurrence.hpp"
 #include "metrics/stats.hpp"
@@ -307,18 +309,28 @@ int window_of(const SeqGroup& g, const Sequence& s) {
   return !g.inputs || g.inputs->same_length() ? g.config.window_or_default() : s.tokens;
 }
 
+json entry_axes(const SeqGroup& g, const std::string& path, const std::string& method) {
+  json a = g.config.axes();
+  a["path"] = path;
+  a["method"] = method;
+  return a;
+}
+
 ReportEntry entry_of(const SeqGroup& g, const std::string& path, const std::string& method, uint64_t seed,
                      const std::vector<std::string>& names, const std::vector<MetricInfo>& infos,
-                     const std::vector<std::vector<double>>& values, bool per_sample) {
+                     const std::vector<std::vector<double>>& values, bool per_sample, bool keep_state = false) {
   ReportEntry e;
-  e.axes = g.config.axes();
-  e.axes["path"] = path;
-  e.axes["method"] = method;
+  e.axes = entry_axes(g, path, method);
   e.samples = values.front().size();
   e.seed = seed;
   for (size_t k = 0; k < names.size(); ++k) {
     if (values[k].empty()) continue;  // a metric the entry does not have (a candidate without ht)
     if (per_sample) e.per_sample[names[k]] = values[k];
+    if (keep_state) {  // a shard's: merge adds them up
+      StreamStats st;
+      for (double x : values[k]) st.add(x);
+      e.state[names[k]] = st.state();
+    }
     std::vector<double> sorted = values[k];
     e.metrics[names[k]] = aggregate(sorted, infos[k].kind == MetricKind::kFlag);
   }
@@ -383,52 +395,118 @@ std::vector<ReportEntry> score_candidates(const std::vector<SeqGroup>& groups, c
   return entries;
 }
 
+namespace {
+
+// The (path, method) tasks of a group: those whose path runs the method;
+// each skipped pair's reason once into `skipped`.
+std::vector<Task> tasks_of(const SeqGroup& group, const std::vector<PathChoice>& paths,
+                           std::vector<std::vector<const Method*>>& path_methods, std::vector<std::string>* skipped) {
+  const Configuration cc = group.config.chunk_config();
+  std::vector<Task> tasks;
+  path_methods.assign(paths.size(), {});
+  for (size_t p = 0; p < paths.size(); ++p)
+    for (const Method& m : group.methods) {
+      std::string why;
+      if (!paths[p].spec->supports(cc, m, &why)) {
+        const std::string line = fmt::format("path {} does not run method {}: {}", paths[p].label(), m.label(), why);
+        if (skipped && std::find(skipped->begin(), skipped->end(), line) == skipped->end()) skipped->push_back(line);
+        continue;
+      }
+      tasks.push_back({p, path_methods[p].size(), m});
+      path_methods[p].push_back(&m);
+    }
+  return tasks;
+}
+
+}  // namespace
+
+uint64_t group_samples(const SeqGroup& g, const SeqRunOptions& opt) {
+  return g.inputs ? g.inputs->sequences.size() : opt.samples;
+}
+
+Checkpoint::Layout sequence_layout(const std::vector<SeqGroup>& groups, const std::vector<PathChoice>& paths,
+                                   const SeqRunOptions& opt) {
+  Checkpoint::Layout l;
+  for (const SeqGroup& group : groups) {
+    std::vector<std::vector<const Method*>> path_methods;
+    const std::vector<Task> tasks = tasks_of(group, paths, path_methods, nullptr);
+    if (tasks.empty()) continue;
+    std::vector<std::string> names;
+    std::vector<MetricInfo> infos;
+    entry_metrics(group, names, infos, group.config.backward != "none");
+    l.axes.emplace_back();
+    l.metrics.emplace_back();
+    for (const Task& t : tasks) {
+      l.axes.back().push_back(entry_axes(group, paths[t.path].label(), t.m.label()));
+      l.metrics.back().push_back(names.size());
+    }
+    l.samples = std::max(l.samples, shard_span(opt.shard.value_or(Shard{}), group_samples(group, opt)).second);
+  }
+  return l;
+}
+
 SeqRunResult run_sequences(const std::vector<SeqGroup>& groups, const std::vector<PathChoice>& paths,
                            const SeqRunOptions& opt) {
   SeqRunResult result;
   ThreadPool pool(opt.threads);
   std::vector<std::unique_ptr<Path>> instances;
   for (const PathChoice& p : paths) instances.push_back(make_path(p));
+  Checkpoint* ckpt = opt.checkpoint;
+  const bool sharded = opt.shard.has_value();
+  size_t index = 0;  // the group's index among those that run (the checkpoint's)
   for (const SeqGroup& group : groups) {
     const SeqConfig& cfg = group.config;
-    const Configuration cc = cfg.chunk_config();
-    std::vector<Task> tasks;
-    std::vector<std::vector<const Method*>> path_methods(paths.size());
-    for (size_t p = 0; p < paths.size(); ++p)
-      for (const Method& m : group.methods) {
-        std::string why;
-        if (!paths[p].spec->supports(cc, m, &why)) {
-          const std::string line = fmt::format("path {} does not run method {}: {}", paths[p].label(), m.label(), why);
-          if (std::find(result.skipped.begin(), result.skipped.end(), line) == result.skipped.end())
-            result.skipped.push_back(line);
-          continue;
-        }
-        tasks.push_back({p, path_methods[p].size(), m});
-        path_methods[p].push_back(&m);
-      }
+    std::vector<std::vector<const Method*>> path_methods;
+    const std::vector<Task> tasks = tasks_of(group, paths, path_methods, &result.skipped);
     if (tasks.empty()) continue;
+    const size_t gi = index++;
+    if (const auto* saved = ckpt ? ckpt->finished(gi) : nullptr) {
+      result.entries.insert(result.entries.end(), saved->begin(), saved->end());
+      continue;
+    }
     std::vector<std::string> names;
     std::vector<MetricInfo> infos;
     entry_metrics(group, names, infos, cfg.backward != "none");
-    const uint64_t samples = group.inputs ? group.inputs->sequences.size() : opt.samples;
-    // values[task][metric][sample]
-    std::vector<std::vector<std::vector<double>>> values(tasks.size(), std::vector<std::vector<double>>(names.size()));
-    for (uint64_t i = 0; i < samples; ++i) {
-      const Sequence s = group.inputs ? group.inputs->sequences[i] : find_source(cfg.family).make(cfg, opt.seed, i);
+    const size_t nm = names.size();
+    // Sequence first + i of the configuration is this run's i-th: the same
+    // sequence, seed and numbers whatever the split.
+    const auto [first, count] = shard_span(opt.shard.value_or(Shard{}), group_samples(group, opt));
+    // values[task][metric][sample]; the samples a checkpoint saved first.
+    std::vector<std::vector<std::vector<double>>> values(tasks.size(), std::vector<std::vector<double>>(nm));
+    uint64_t done = 0;
+    if (ckpt) {
+      std::vector<std::vector<double>> saved;
+      done = ckpt->take_partial(gi, saved);
+      for (size_t t = 0; t < tasks.size() && done; ++t)
+        for (uint64_t i = 0; i < done; ++i)
+          for (size_t k = 0; k < nm; ++k) values[t][k].push_back(saved[t][i * nm + k]);
+    }
+    for (uint64_t i = done; i < count; ++i) {
+      const Sequence s =
+          group.inputs ? group.inputs->sequences[first + i] : find_source(cfg.family).make(cfg, opt.seed, first + i);
       auto v = run_one(s, cfg, window_of(group, s), tasks, path_methods, instances, pool, opt.device_reference);
       if (cfg.backward != "none") {
         std::vector<InverseTask> inverse_tasks;
         for (const Task& t : tasks) inverse_tasks.push_back({t.path, t.method});
-        const Upstream up = upstream_of(s, group.inputs ? 0 : opt.seed, i);
+        const Upstream up = upstream_of(s, group.inputs ? 0 : opt.seed, first + i);
         const auto b = run_backward_one(s, up, cfg, window_of(group, s), inverse_tasks, path_methods, instances, pool);
         for (size_t t = 0; t < tasks.size(); ++t) v[t].insert(v[t].end(), b[t].begin(), b[t].end());
       }
       for (size_t t = 0; t < tasks.size(); ++t)
-        for (size_t k = 0; k < names.size(); ++k) values[t][k].push_back(v[t][k]);
+        for (size_t k = 0; k < nm; ++k) values[t][k].push_back(v[t][k]);
+      if (ckpt && i + 1 < count) ckpt->add_block(gi, i, 1, v);  // per task: its nm values
+      if (opt.stop)
+        if (const int sig = opt.stop()) {
+          if (ckpt) ckpt->flush();
+          throw signals::Stopped{sig};
+        }
     }
+    const size_t before = result.entries.size();
     for (size_t t = 0; t < tasks.size(); ++t)
       result.entries.push_back(entry_of(group, paths[tasks[t].path].label(), tasks[t].m.label(),
-                                        group.inputs ? 0 : opt.seed, names, infos, values[t], opt.per_sample));
+                                        group.inputs ? 0 : opt.seed, names, infos, values[t], opt.per_sample, sharded));
+    if (ckpt)
+      ckpt->finish_group(gi, std::vector<ReportEntry>(result.entries.begin() + long(before), result.entries.end()));
   }
   return result;
 }

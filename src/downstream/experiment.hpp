@@ -5,6 +5,8 @@
 // entries that `table`, `check` and `merge` read as any other.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,8 +15,10 @@
 #include "downstream/scores.hpp"
 #include "downstream/sources.hpp"
 #include "downstream/tensors.hpp"
+#include "driver/checkpoint.hpp"
 #include "methods/method.hpp"
 #include "paths/path.hpp"
+#include "report/merge.hpp"
 #include "report/report.hpp"
 
 namespace chunkinv {
@@ -45,6 +49,15 @@ struct SeqRunOptions {
   uint64_t seed = 0;
   int threads = 0;
   bool per_sample = false;
+  // This process's part of each configuration's sequences (seq --shard i/n):
+  // sequences [first, first + n) of shard_span(shard, the configuration's
+  // count); the entries then carry their statistics' state for merge.
+  std::optional<Shard> shard;
+  // Saved as it goes (seq -o FILE: FILE.ckpt), and resumed from: a group
+  // finished there is taken as it is, a group's saved sequences are not
+  // run again. `stop` (a signal) ends the run after a sequence, saved.
+  Checkpoint* checkpoint = nullptr;
+  std::function<int()> stop;
   // The FP64 recurrence every variant is scored against on the GPU
   // (gpu/recurrence.hpp): the CPU's bits, so the same report.
   bool device_reference = false;
@@ -72,5 +85,13 @@ void require_device_reference(const std::vector<SeqGroup>& groups);
 
 SeqRunResult run_sequences(const std::vector<SeqGroup>& groups, const std::vector<PathChoice>& paths,
                            const SeqRunOptions& options);
+
+// What a checkpoint of run_sequences holds, per group that runs (a group no
+// path runs is left out, as in the report): its entries' axes and metric
+// counts, and the sequences of each (this shard's).
+Checkpoint::Layout sequence_layout(const std::vector<SeqGroup>& groups, const std::vector<PathChoice>& paths,
+                                   const SeqRunOptions& options);
+// The sequences a configuration has: the inputs', or options.samples.
+uint64_t group_samples(const SeqGroup& g, const SeqRunOptions& options);
 
 }  // namespace chunkinv

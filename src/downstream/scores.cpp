@@ -8,37 +8,8 @@
 #include "metrics/metrics.hpp"
 
 namespace chunkinv {
-namespace {
 
-const MetricInfo kMetrics[] = {
-    {"o_rel_rmse", MetricKind::kError,
-     "o of the chunked forward with the path's inverse and the preset's storage vs the FP64 recurrence's"},
-    {"o_rel_rmse_inverse_only", MetricKind::kError, "o with the path's inverse, everything else FP64, vs the recurrence's"},
-    {"o_rel_rmse_storage", MetricKind::kError, "o with the exact inverse and the preset's storage vs the recurrence's"},
-    {"ht_rel_rmse", MetricKind::kError, "the final state (path's inverse, preset's storage) vs the recurrence's"},
-    {"ht_rel_rmse_inverse_only", MetricKind::kError, "the final state with the path's inverse, everything else FP64"},
-    {"ht_rel_rmse_storage", MetricKind::kError, "the final state with the exact inverse and the preset's storage"},
-    {"state_rel_rmse_max", MetricKind::kError,
-     "max over chunk boundaries of the carried state's rel_rmse (path's inverse, preset's storage)"},
-    {"state_growth_per_chunk", MetricKind::kValue,
-     "exp of the least-squares slope of ln(state error) against the chunk index, over the boundaries where the "
-     "error is finite and > 0: the state error's growth factor per chunk (1: none; 1 when fewer than 2 such)"},
-    {"o_finite", MetricKind::kFlag, "1 if every entry of o (path's inverse, preset's storage) is finite"},
-    {"o_first_nonfinite", MetricKind::kValue, "the first position whose o has a non-finite entry; seq_len when none"},
-    {"o_inverse_share", MetricKind::kValue,
-     "o_rel_rmse_inverse_only / o_rel_rmse: how much of o's error the inverse alone makes (errors need not add, "
-     "so it can exceed 1); where o_rel_rmse is not finite, 1 if the inverse-only o is not finite either, else 0; "
-     "0 where o_rel_rmse is 0"},
-};
-
-const MetricInfo kWindow{"o_rel_rmse_from_", MetricKind::kError,
-                         "o's error (path's inverse, preset's storage) over the window of positions from <p>"};
-
-}  // namespace
-
-std::span<const MetricInfo> downstream_metrics() { return kMetrics; }
-std::string window_metric_name(int first) { return fmt::format("o_rel_rmse_from_{}", first); }
-const MetricInfo& window_metric_info() { return kWindow; }
+std::span<const MetricInfo> downstream_metrics() { return sequence_metrics(); }
 
 void RelRmseSum::add(const Mat& a, const Mat& e) {
   finite_ = finite_ && all_finite(a);

@@ -8,16 +8,14 @@
 #include <vector>
 
 #include "core/matrix.hpp"
-#include "model/metric_info.hpp"
+#include "metrics/metrics.hpp"
 
 namespace chunkinv {
 
-// The metrics of every downstream entry, in report order; then one
+// The metrics of every downstream entry, in report order (declared with the
+// others: metrics/metrics.hpp's sequence_metrics()); then one
 // o_rel_rmse_from_<p> per window of positions (window_metric_name).
 std::span<const MetricInfo> downstream_metrics();
-// "o_rel_rmse_from_<first>": o's error over positions [first, first + window).
-std::string window_metric_name(int first);
-const MetricInfo& window_metric_info();  // its kind and help; the name is per window
 
 // SPEC §3's rel_rmse, its sums streamed block by block in row-major order:
 // over the blocks of one matrix it equals rel_rmse of the whole (bit for bit).

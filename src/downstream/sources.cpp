@@ -15,7 +15,9 @@
 #include "core/error.hpp"
 #include "core/fp.hpp"
 #include "core/rng.hpp"
+#include "downstream/storage.hpp"
 #include "inputs/data_families.hpp"
+#include "inputs/raw.hpp"
 
 namespace chunkinv {
 namespace {
@@ -94,6 +96,30 @@ class RealGatesSource : public ChunkFamilySource {
   }
 };
 
+// FlashKDA's raw inputs (kda, collinear) drawn at T tokens: the raw
+// tensors of the whole sequence, kept for the paths to activate chunk by
+// chunk; the sequence's k, g and beta, which the references read, are
+// their exact activation (the gold's). Gates are per channel.
+class RawFamilySource : public ChunkFamilySource {
+ public:
+  using ChunkFamilySource::ChunkFamilySource;
+  void validate(const SeqConfig& c) const override {
+    ChunkFamilySource::validate(c);
+    if (find_storage(c.storage).per_token_only)
+      throw UsageError(fmt::format("axis storage = {} takes per-token gates only; family {}'s gates are per channel "
+                                   "(use fla_chunk_kda or flashkda)", c.storage, c.family));
+  }
+  Sequence make(const SeqConfig& c, uint64_t seed, uint64_t index) const override {
+    Configuration at_t = c.chunk_config();
+    at_t.chunk = c.seq_len;
+    const Sample drawn = f_.make(at_t, seed, index);  // the raw inputs (and the kernel's activation, not used here)
+    Sample exact = activate_exact(*drawn.raw);
+    Sequence q = from_sample(c, exact, seed, index);
+    q.raw = drawn.raw;
+    return q;
+  }
+};
+
 // Gates as a trained model's: long stretches of weak decay with rare strong
 // forgets. Each gate (per token, or per token and channel) is, with
 // probability forget_rate, the strong forget `forget`, else model_like's
@@ -160,6 +186,12 @@ const std::vector<std::unique_ptr<SequenceSource>>& registry() {
         find_family("real_gates"),
         "sequence i takes the captured gates of window i mod count: T tokens of one captured sequence, one head"));
     v.push_back(std::make_unique<ChunkFamilySource>(sparse_forget, "the same law at every token"));
+    v.push_back(std::make_unique<RawFamilySource>(
+        find_family("kda"), "the raw tensors of T tokens, each chunk activated by each path (the references: exactly)"));
+    v.push_back(std::make_unique<RawFamilySource>(
+        find_family("collinear"),
+        "one key over the whole sequence, the raw tensors of T tokens, each chunk activated by each path (the "
+        "references: exactly)"));
     return v;
   }();
   return all;

@@ -86,6 +86,10 @@ SequenceSet load_sequences(const std::string& path) {
   check_tensor(where("v"), v, {B, T, H, V});
   const std::vector<Span> spans = spans_of(set);
   const int64_t N = static_cast<int64_t>(spans.size());
+  for (int64_t n = 0; n < N; ++n)  // cu_seqlens may repeat an entry: a sequence of no token has no output to score
+    if (spans[n].tokens == 0)
+      throw UsageError(fmt::format("inputs {}[cu_seqlens]: sequence {} has no token (entries [{}] and [{}] are equal)",
+                                   path, n, n, n + 1));
   const Tensor* h0 = more.count("initial_state") ? &more["initial_state"] : nullptr;
   if (h0) check_tensor(where("initial_state"), *h0, {N, H, K, V});
   // The backward's upstream gradients, where the set gives them (else do is random, dht zero).
@@ -126,6 +130,15 @@ SequenceSet load_sequences(const std::string& path) {
       out.sequences.push_back(std::move(s));
     }
   return out;
+}
+
+bool holds_sequences(const std::string& path) {
+  try {
+    const TensorMap t = read_named(path, {"q", "v"});
+    return t.count("q") && t.count("v");
+  } catch (const UsageError&) {
+    return false;  // not a tensor set at all: the chunk scoring names why
+  }
 }
 
 CandidateOutputs load_candidate_outputs(const std::string& path, const SequenceSet& set) {

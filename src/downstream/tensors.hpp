@@ -32,6 +32,10 @@ struct SequenceSet {
 
 // UsageError naming the file, the tensor and the culprit.
 SequenceSet load_sequences(const std::string& path);
+// Whether the tensor set at `path` holds sequences (q and v beside k, g and
+// beta), as `score` tells seq's inputs from a chunk family's; reads nothing
+// else and refuses nothing (load_sequences does).
+bool holds_sequences(const std::string& path);
 
 struct CandidateOutputs {
   std::vector<Mat> o;   // one per sequence of the set, T x V

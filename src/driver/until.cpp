@@ -25,13 +25,13 @@ std::string trimmed(const std::string& s) {
 std::vector<std::string> flag_metrics() {
   std::vector<std::string> v;
   for (const std::string& n : all_metric_names())
-    if (const MetricInfo* m = find_metric(n); m && m->kind == MetricKind::kFlag) v.push_back(n);
+    if (const MetricInfo* m = find_chunk_metric(n); m && m->kind == MetricKind::kFlag) v.push_back(n);
   return v;
 }
 
 // The 0/1 metric `name`, by today's name; UsageError otherwise.
 std::string flag_metric(const std::string& option, const std::string& text, const std::string& name) {
-  const MetricInfo* m = find_metric(name);
+  const MetricInfo* m = find_chunk_metric(name);  // a run's metrics: seq's o_finite is no stop rule
   if (m && m->kind == MetricKind::kFlag) return m->name;
   const std::vector<std::string> flags = flag_metrics();
   const std::string near = nearest_of(name, flags);

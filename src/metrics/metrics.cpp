@@ -1,6 +1,7 @@
 #include "metrics/metrics.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -66,6 +67,117 @@ const MetricInfo kReference[] = {
     {"inv_max_abs", MetricKind::kValue, "max |entry| of the gold inverse"},
 };
 
+// A seq entry's metrics (docs/downstream.md, "Metrics"), each with the way it
+// improves, so that check and table grade them as they grade the chunk's
+// (whose direction follows from their kind: a flag higher, the rest lower).
+struct SequenceMetric {
+  MetricInfo info;
+  Better better;
+};
+const SequenceMetric kSequence[] = {
+    {{"o_rel_rmse", MetricKind::kError,
+      "o of the chunked forward with the path's inverse and the preset's storage vs the FP64 recurrence's"},
+     Better::kLower},
+    {{"o_rel_rmse_inverse_only", MetricKind::kError, "o with the path's inverse, everything else FP64, vs the recurrence's"},
+     Better::kLower},
+    {{"o_rel_rmse_storage", MetricKind::kError, "o with the exact inverse and the preset's storage vs the recurrence's"},
+     Better::kLower},
+    {{"ht_rel_rmse", MetricKind::kError, "the final state (path's inverse, preset's storage) vs the recurrence's"},
+     Better::kLower},
+    {{"ht_rel_rmse_inverse_only", MetricKind::kError, "the final state with the path's inverse, everything else FP64"},
+     Better::kLower},
+    {{"ht_rel_rmse_storage", MetricKind::kError, "the final state with the exact inverse and the preset's storage"},
+     Better::kLower},
+    {{"state_rel_rmse_max", MetricKind::kError,
+      "max over chunk boundaries of the carried state's rel_rmse (path's inverse, preset's storage)"},
+     Better::kLower},
+    {{"state_growth_per_chunk", MetricKind::kValue,
+      "exp of the least-squares slope of ln(state error) against the chunk index, over the boundaries where the "
+      "error is finite and > 0: the state error's growth factor per chunk (1: none; 1 when fewer than 2 such)"},
+     Better::kLower},
+    {{"o_finite", MetricKind::kFlag, "1 if every entry of o (path's inverse, preset's storage) is finite"}, Better::kHigher},
+    // Later is better: seq_len when o is finite throughout.
+    {{"o_first_nonfinite", MetricKind::kValue, "the first position whose o has a non-finite entry; seq_len when none"},
+     Better::kHigher},
+    // Lower is better: less of o's error is the inverse's.
+    {{"o_inverse_share", MetricKind::kValue,
+      "o_rel_rmse_inverse_only / o_rel_rmse: how much of o's error the inverse alone makes (errors need not add, "
+      "so it can exceed 1); where o_rel_rmse is not finite, 1 if the inverse-only o is not finite either, else 0; "
+      "0 where o_rel_rmse is 0"},
+     Better::kLower},
+};
+
+const std::vector<MetricInfo>& sequence_infos() {
+  static const std::vector<MetricInfo> v = [] {
+    std::vector<MetricInfo> out;
+    for (const SequenceMetric& m : kSequence) out.push_back(m.info);
+    return out;
+  }();
+  return v;
+}
+
+// The backward's (seq -a backward=...): grad_first_nonfinite is better higher,
+// as o_first_nonfinite; the rest by kind.
+const std::vector<std::string>& gradient_list() {
+  static const std::vector<std::string> g{"dq", "dk", "dv", "dg", "dbeta"};
+  return g;
+}
+
+const std::vector<MetricInfo>& gradient_infos() {
+  static const std::vector<MetricInfo> v = [] {
+    std::vector<MetricInfo> m;
+    // MetricInfo keeps C strings: the names live as long as the program (a deque never moves them).
+    static std::deque<std::string> text;
+    const auto keep = [&](std::string s) { return text.emplace_back(std::move(s)).c_str(); };
+    for (const std::string& g : gradient_list()) {
+      m.push_back({keep(fmt::format("{}_rel_rmse", g)), MetricKind::kError,
+                   keep(fmt::format("{} of the chunked backward (path's inverse, preset's storage) vs the FP64 "
+                                    "recurrence's gradient", g))});
+      m.push_back({keep(fmt::format("{}_rel_rmse_inverse_only", g)), MetricKind::kError,
+                   keep(fmt::format("{} with the path's inverse, everything else FP64", g))});
+      m.push_back({keep(fmt::format("{}_rel_rmse_storage", g)), MetricKind::kError,
+                   keep(fmt::format("{} with the exact inverse and the preset's storage", g))});
+      m.push_back({keep(fmt::format("{}_inverse_share", g)), MetricKind::kValue,
+                   keep(fmt::format("{0}_rel_rmse_inverse_only / {0}_rel_rmse (as o_inverse_share)", g))});
+    }
+    m.push_back({"dh0_rel_rmse", MetricKind::kError, "the initial state's gradient (path's inverse, preset's storage)"});
+    m.push_back({"dh0_rel_rmse_inverse_only", MetricKind::kError, "the initial state's gradient, inverse only"});
+    m.push_back({"grad_finite", MetricKind::kFlag, "1 if every gradient (path's inverse, preset's storage) is finite"});
+    m.push_back({"grad_first_nonfinite", MetricKind::kValue,
+                 "the first position with a non-finite dq, dk, dv, dg or dbeta entry; seq_len when none"});
+    return m;
+  }();
+  return v;
+}
+
+const MetricInfo kGradientWindow{"<g>_rel_rmse_from_", MetricKind::kError,
+                                 "a gradient's error (path's inverse, preset's storage) over the window of positions "
+                                 "from <p>"};
+
+// "<digits>" without leading zeros.
+bool is_position(const std::string& p) {
+  return !p.empty() && p.size() <= 9 && p.find_first_not_of("0123456789") == std::string::npos &&
+         (p == "0" || p[0] != '0');
+}
+
+constexpr const char* kWindowPrefix = "o_rel_rmse_from_";
+const MetricInfo kWindow{kWindowPrefix, MetricKind::kError,
+                         "o's error (path's inverse, preset's storage) over the window of positions from <p>"};
+
+// "o_rel_rmse_from_<p>", p a whole number written without leading zeros.
+bool is_window_metric(const std::string& name) {
+  return name.starts_with(kWindowPrefix) && is_position(name.substr(std::string_view(kWindowPrefix).size()));
+}
+
+// "<g>_rel_rmse_from_<p>", g a gradient's name.
+bool is_gradient_window_metric(const std::string& name) {
+  for (const std::string& g : gradient_list()) {
+    const std::string prefix = g + "_rel_rmse_from_";
+    if (name.starts_with(prefix) && is_position(name.substr(prefix.size()))) return true;
+  }
+  return false;
+}
+
 // Twin names live as long as the program: MetricInfo holds const char*.
 const char* twin_name(const char* name) {
   static std::mutex mu;
@@ -129,7 +241,7 @@ std::string canonical_metric_name(const std::string& name) {
   return it == aliases().end() ? name : it->second;
 }
 
-const MetricInfo* find_metric(const std::string& raw) {
+const MetricInfo* find_chunk_metric(const std::string& raw) {
   const std::string name = canonical_metric_name(raw);
   for (const MethodSpec* m : methods()) {
     const MetricSet& s = method_metrics(*m);
@@ -140,6 +252,31 @@ const MetricInfo* find_metric(const std::string& raw) {
   return nullptr;
 }
 
+const MetricInfo* find_metric(const std::string& raw) {
+  if (const MetricInfo* m = find_chunk_metric(raw)) return m;
+  for (const MetricInfo& m : sequence_infos())
+    if (raw == m.name) return &m;
+  for (const MetricInfo& m : gradient_infos())
+    if (raw == m.name) return &m;
+  if (is_gradient_window_metric(raw)) return &kGradientWindow;
+  return is_window_metric(raw) ? &kWindow : nullptr;
+}
+
+const std::vector<std::string>& gradient_names() { return gradient_list(); }
+std::span<const MetricInfo> gradient_metrics() { return gradient_infos(); }
+const MetricInfo& gradient_window_metric_info() { return kGradientWindow; }
+
+Better better_direction(const MetricInfo& m) {
+  for (const SequenceMetric& d : kSequence)
+    if (std::string_view(m.name) == d.info.name) return d.better;
+  if (std::string_view(m.name) == "grad_first_nonfinite") return Better::kHigher;  // later is better
+  return m.kind == MetricKind::kFlag ? Better::kHigher : Better::kLower;  // the windows: errors
+}
+
+std::span<const MetricInfo> sequence_metrics() { return sequence_infos(); }
+std::string window_metric_name(int first) { return fmt::format("{}{}", kWindowPrefix, first); }
+const MetricInfo& window_metric_info() { return kWindow; }
+
 std::vector<std::string> parse_metric_list(const std::string& list, const std::string& where) {
   std::vector<std::string> names;
   size_t at = 0;
@@ -147,7 +284,7 @@ std::vector<std::string> parse_metric_list(const std::string& list, const std::s
     const size_t end = std::min(list.find(',', at), list.size());
     const std::string raw = list.substr(at, end - at);
     if (raw.empty()) throw UsageError(fmt::format("{} {}: an empty metric name", where, list));
-    if (!find_metric(raw))
+    if (!find_chunk_metric(raw))
       throw UsageError(fmt::format("{} {}: unknown metric \"{}\" (run --list-metrics lists them)", where, list, raw));
     const std::string name = canonical_metric_name(raw);
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);

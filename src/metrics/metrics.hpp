@@ -4,6 +4,7 @@
 // "gold_l_<name>", on the gold L. Consumers look metrics up by name in a
 // MetricSet, never by position.
 #pragma once
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,10 +27,32 @@ struct MetricSet {
 const MetricSet& method_metrics(const MethodSpec& method);
 // The gold's own entry (path gold, method exact): its residual and finiteness.
 const MetricSet& reference_metrics();
-// Any metric of any method or of the gold, by its name or an old alias; nullptr if unknown.
+// Any metric of any report, by its name or an old alias: a method's, the
+// gold's, or a seq entry's (sequence_metrics() and the windows); nullptr if unknown.
 const MetricInfo* find_metric(const std::string& name);
-// Every metric's name in report order: generic, each method's diagnostics
-// and their twins, then the gold's own; each once.
+// Only the metrics a chunk run measures (run --metrics, stop rules).
+const MetricInfo* find_chunk_metric(const std::string& name);
+// Which way a metric improves (check's verdicts, --worst's order): as seq's
+// metrics are declared (o_first_nonfinite: higher, a later first non-finite
+// position), else by kind: a 0/1 flag higher, every other kind lower.
+enum class Better { kLower, kHigher };
+Better better_direction(const MetricInfo& m);
+inline bool higher_is_better(const MetricInfo& m) { return better_direction(m) == Better::kHigher; }
+// The metrics of every seq entry, in report order (docs/downstream.md); then
+// one o_rel_rmse_from_<p> per window of positions (window_metric_name).
+std::span<const MetricInfo> sequence_metrics();
+// "o_rel_rmse_from_<first>": o's error over positions [first, first + window).
+std::string window_metric_name(int first);
+const MetricInfo& window_metric_info();  // its kind and help; the name is per window
+// The metrics seq -a backward=... adds (docs/downstream.md, "Backward"), in
+// report order: per gradient (gradient_names(): dq, dk, dv, dg, dbeta) its
+// error, inverse-only and storage errors and inverse share, then dh0's and
+// the gradients' finiteness; then one <g>_rel_rmse_from_<p> per gradient and window.
+const std::vector<std::string>& gradient_names();
+std::span<const MetricInfo> gradient_metrics();
+const MetricInfo& gradient_window_metric_info();
+// Every chunk metric's name in report order: generic, each method's
+// diagnostics and their twins, then the gold's own; each once.
 std::vector<std::string> all_metric_names();
 // Names metrics had in reports of schema chunkinv.report/1 map to today's.
 std::string canonical_metric_name(const std::string& name);

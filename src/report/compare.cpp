@@ -32,7 +32,12 @@ CheckRules default_check_rules() {
   add("decay_zeros", "max", CheckKind::kCount);
   add("inv_decay_nonfinite", "max", CheckKind::kCount);
   // ...and the share of samples whose error is finite.
-  for (const char* m : {"*_rel_rmse", "inverse_residual"}) {
+  // seq's: o (and the backward's gradients) finite, and where they stop being finite.
+  add("o_finite", "mean", CheckKind::kShare);
+  add("o_first_nonfinite", "min", CheckKind::kCount);
+  add("grad_finite", "mean", CheckKind::kShare);
+  add("grad_first_nonfinite", "min", CheckKind::kCount);
+  for (const char* m : {"*_rel_rmse", "inverse_residual", "*_rel_rmse_*"}) {
     add(m, "finite_count", CheckKind::kShare);
     // Errors must not grow beyond a relative tolerance: the median tightly,
     // the tail (a few samples decide p99) loosely.
@@ -272,11 +277,12 @@ ShareVerdict judge_share(double s_base, double n_base, double s_new, double n_ne
 }
 
 // Most figures are better lower (errors, non-finite counts, magnitudes); a
-// finite count and every statistic of a 0/1 "finite" metric are better higher.
+// finite count, every statistic of a 0/1 "finite" metric and of a metric
+// declared better higher (seq's o_first_nonfinite) are better higher.
 bool higher_is_better(const std::string& metric, const std::string& stat) {
   if (stat == "finite_count") return true;
   const MetricInfo* info = find_metric(metric);
-  return info && info->kind == MetricKind::kFlag;
+  return info && chunkinv::higher_is_better(*info);
 }
 
 const CheckRule* rule_for(const CheckRules& rules, const std::string& metric, const std::string& stat) {

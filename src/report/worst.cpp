@@ -20,10 +20,11 @@ using nlohmann::json;
 
 namespace {
 
-// A 0/1 flag is worst at 0; every other metric (errors, counts, powers) at its largest.
+// A 0/1 flag (or a metric declared better higher) is worst at its smallest;
+// every other metric (errors, counts, powers) at its largest.
 bool lower_is_worse(const std::string& metric) {
   const MetricInfo* m = find_metric(metric);
-  return m && m->kind == MetricKind::kFlag;
+  return m && higher_is_better(*m);
 }
 
 }  // namespace
