@@ -1,7 +1,7 @@
 // Inverse methods (SPEC §6-7): how (I + L)^-1 is computed from an L that a
-// path formed. Each method's CPU form here is its slow, obvious reference;
-// a GPU form, where one exists, lives beside the path that runs it and is
-// validated against this one.
+// path formed. A method is one folder, src/methods/<name>/: its CPU form
+// (reference.cpp), the slow, obvious reference, and its GPU form (gpu.cu),
+// where one exists, validated against it.
 //
 // The registry (methods/registry.cpp) has one line per method. Nothing
 // outside the registries compares a method's name as a string: code asks a

@@ -1,5 +1,6 @@
-// The method registry: one line per method. A new method is one file that
-// defines its MethodSpec, one line here, and its test.
+// The method registry: one line per method. A new method is one folder,
+// src/methods/<name>/, that defines its MethodSpec, one line here, and its
+// tests under tests/methods/<name>/.
 #include <string>
 
 #include <fmt/format.h>

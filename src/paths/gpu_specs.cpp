@@ -5,7 +5,7 @@
 #include "core/error.hpp"
 #include "gpu/gpu.hpp"
 #include "paths/gpu_paths.hpp"
-#include "paths/kernel/gpu_inverse.hpp"
+#include "methods/gpu_form.hpp"
 
 namespace chunkinv {
 

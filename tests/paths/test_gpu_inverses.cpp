@@ -1,4 +1,4 @@
-// The GPU forms of inverse methods (src/paths/kernel/gpu_inverse.hpp)
+// The GPU forms of inverse methods (src/methods/gpu_form.hpp)
 // against their CPU references, bit for bit: through the whole `kernel` path
 // against the `emulated` path on the same samples (L, the inverse on the
 // path's L and on the gold L, the diagnostics), and directly on hand-made L
@@ -18,7 +18,7 @@
 #include "gpu/gpu_test_common.hpp"
 #include "methods/method.hpp"
 #include "paths/gold/gold.hpp"
-#include "paths/kernel/gpu_inverse.hpp"
+#include "methods/gpu_form.hpp"
 #include "paths/path.hpp"
 
 using namespace chunkinv;

@@ -1,4 +1,4 @@
-// Runs a method's GPU inverse form (gpu_inverse.hpp) on the L the kernel
+// Runs a method's GPU inverse form (methods/gpu_form.hpp) on the L the kernel
 // path formed and on the gold L: uploads both as doubles, launches the form
 // once over the 2n problems, and unpacks inverse and diagnostics into the
 // path's outputs. Its buffers outlive one batch. CUDA code only.
@@ -6,7 +6,7 @@
 #include <span>
 
 #include "gpu/buffers.cuh"
-#include "paths/kernel/gpu_inverse.hpp"
+#include "methods/gpu_form.hpp"
 #include "paths/path.hpp"
 
 namespace chunkinv::gpu {

@@ -1,4 +1,4 @@
-// Method fla_solve_tril on the `kernel` path: its GPU form (gpu_inverse.hpp).
+// Method fla_solve_tril on the `kernel` path: its GPU form (methods/gpu_form.hpp).
 // Its reference is the method's CPU form (methods/fla_solve_tril.cpp); the
 // arithmetic here is that form's, operation for operation, so the two agree
 // bit for bit (tests/paths/test_gpu_inverses.cpp).
@@ -30,7 +30,7 @@
 #include <stdexcept>
 
 #include "gpu/check.cuh"
-#include "paths/kernel/gpu_inverse.hpp"
+#include "methods/gpu_form.hpp"
 
 namespace chunkinv::gpu {
 namespace {

@@ -1,9 +1,9 @@
-// Method residual_neumann on the `kernel` path: its GPU form (gpu_inverse.hpp).
+// Method residual_neumann on the `kernel` path: its GPU form (methods/gpu_form.hpp).
 // The reference is the CPU form (methods/residual_neumann.cpp); the two are
 // compared bit for bit on the same L (inverse and diagnostics).
 //
 // Covers format=fp32 and format=int16 (every order, steps, band, frac_bits,
-// C = 2..64); bf16 and fp16 are refused (gpu_inverses.cpp).
+// C = 2..64); bf16 and fp16 are refused (methods/gpu_forms.cpp).
 //
 // One task per warp (C <= 16, four tasks a block) or per block (4 warps for
 // C <= 32, 8 warps above), its matrices in shared memory as FP32 values (for
@@ -31,7 +31,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu/check.cuh"
-#include "paths/kernel/gpu_inverse.hpp"
+#include "methods/gpu_form.hpp"
 
 namespace chunkinv::gpu {
 namespace {

@@ -1,4 +1,4 @@
-// Method blockwise on the `kernel` path: its GPU form (gpu_inverse.hpp). The
+// Method blockwise on the `kernel` path: its GPU form (methods/gpu_form.hpp). The
 // slow, obvious reference is the method's CPU form (methods/blockwise.cpp);
 // every step below is that code's arithmetic, instruction for instruction.
 //
@@ -33,7 +33,7 @@
 #include "gpu/check.cuh"
 #include "gpu/ptx.cuh"
 #include "gpu/tiles.cuh"
-#include "paths/kernel/gpu_inverse.hpp"
+#include "methods/gpu_form.hpp"
 
 namespace chunkinv::gpu {
 namespace {

@@ -1,12 +1,12 @@
-// The table of GPU inverse forms (gpu_inverse.hpp): which methods have one
+// The table of GPU inverse forms (methods/gpu_form.hpp): which methods have one
 // on the `kernel` path, and which of their options it covers. Host code,
-// compiled with or without CUDA; the launches are in inv_*.cu.
+// compiled with or without CUDA; the launches are in methods/<name>/gpu.cu.
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "core/error.hpp"
-#include "paths/kernel/gpu_inverse.hpp"
+#include "methods/gpu_form.hpp"
 
 namespace chunkinv {
 extern const MethodSpec kFlaSolveTrilMethod;
@@ -27,7 +27,7 @@ void launch_residual_neumann(const InverseLaunch&);
 
 namespace {
 
-// --- fla_solve_tril (inv_fla_solve_tril.cu) ----------------------------------
+// --- fla_solve_tril (methods/fla_solve_tril/gpu.cu) ----------------------------------
 // (A method's options always hold every parameter, defaults filled in.)
 std::string fla_solve_tril_refuses(const MethodOptions& options, int chunk) {
   if (chunk < 2 || chunk > 64)
@@ -38,7 +38,7 @@ std::string fla_solve_tril_refuses(const MethodOptions& options, int chunk) {
   return "";
 }
 
-// --- blockwise (inv_blockwise.cu) -------------------------------------------
+// --- blockwise (methods/blockwise/gpu.cu) -------------------------------------------
 std::string blockwise_refuses(const MethodOptions& options, int chunk) {
   const std::string& b = options.at("block");
   const std::string& p = options.at("precision");
@@ -50,7 +50,7 @@ std::string blockwise_refuses(const MethodOptions& options, int chunk) {
   return "";
 }
 
-// --- residual_neumann (inv_residual_neumann.cu) -----------------------------
+// --- residual_neumann (methods/residual_neumann/gpu.cu) -----------------------------
 std::string residual_neumann_refuses(const MethodOptions& options, int chunk) {
   if (chunk < 2 || chunk > 64)
     return fmt::format("path kernel: the GPU form of method residual_neumann covers chunk 2..64, not {}", chunk);

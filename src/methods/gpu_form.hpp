@@ -4,11 +4,11 @@
 // doubles, with the gold's FP64 L for the method on the gold's L; the form
 // rounds L to its own input format exactly as the CPU form does. Each form is
 // validated bit for bit against the method's CPU reference
-// (src/methods/*.cpp) on the same L (tests/paths/test_gpu_inverses.cpp).
+// (src/methods/<name>/reference.cpp) on the same L (tests/paths/test_gpu_inverses.cpp).
 //
-// CUDA-free: the host table (gpu_inverses.cpp) is compiled in every build,
+// CUDA-free: the host table (methods/gpu_forms.cpp) is compiled in every build,
 // so plans say the same thing with or without a GPU; the launches exist
-// only in a CUDA build (src/paths/kernel/inv_*.cu).
+// only in a CUDA build (src/methods/<name>/gpu.cu).
 #pragma once
 #include <span>
 #include <string>
