@@ -6,9 +6,10 @@
 // validated bit for bit against the method's CPU reference
 // (src/methods/<name>/reference.cpp) on the same L (tests/paths/test_gpu_inverses.cpp).
 //
-// CUDA-free: the host table (methods/gpu_forms.cpp) is compiled in every build,
-// so plans say the same thing with or without a GPU; the launches exist
-// only in a CUDA build (src/methods/<name>/gpu.cu).
+// A method's form lives in its folder: gpu_form.cpp (host code, compiled in
+// every build, so plans say the same thing with or without a GPU) says what
+// it covers; gpu.cu has the launch, only in a CUDA build. The method's
+// MethodSpec points at the form (MethodSpec::gpu_form).
 #pragma once
 #include <span>
 #include <string>
@@ -21,31 +22,38 @@ namespace chunkinv::gpu {
 // One launch: `tasks` independent C x C problems, row-major, on the device.
 struct InverseLaunch {
   int tasks = 0;
-  int chunk = 0;                           // C, 2..64
-  const double* l = nullptr;               // tasks x C x C: strict-lower L (the form rounds it to its input format)
-  float* inv = nullptr;                    // tasks x C x C: the method's inverse, each value exact in FP32
-  double* diag = nullptr;                  // tasks x ndiag: the method's diagnostics, in its spec's order
-  int ndiag = 0;                           // = spec.diagnostics.size()
-  const MethodOptions* options = nullptr;  // every parameter's value (defaults filled in)
-  void* stream = nullptr;                  // cudaStream_t
+  int chunk = 0;                  // C, 2..64
+  const double* l = nullptr;      // tasks x C x C: strict-lower L (the form rounds it to its input format)
+  float* inv = nullptr;           // tasks x C x C: the method's inverse, each value exact in FP32
+  double* diag = nullptr;         // tasks x ndiag: the method's diagnostics, in its spec's order
+  int ndiag = 0;                  // = spec.diagnostics.size()
+  const Method* method = nullptr;  // the method, its typed parameters (Method::params) included
+  void* stream = nullptr;         // cudaStream_t
 };
 
 struct GpuInverse {
   const MethodSpec* spec;
-  // "" when the GPU form covers these options at this chunk; else one line
-  // saying what it does not cover (the plan prints it as the skip reason).
-  std::string (*refuses)(const MethodOptions& options, int chunk);
+  // "" when the GPU form covers the method's parameters at this chunk; else
+  // one line saying what it does not cover (the plan prints it as the skip reason).
+  std::string (*refuses)(const Method& method, int chunk);
   void (*launch)(const InverseLaunch& launch);  // null in a build without CUDA
 };
 
+// A form's launch where this build has one (gpu_form.cpp: `CHUNKINV_GPU_LAUNCH(launch_blockwise)`).
+#ifdef CHUNKINV_HAVE_CUDA
+#define CHUNKINV_GPU_LAUNCH(f) f
+#else
+#define CHUNKINV_GPU_LAUNCH(f) nullptr
+#endif
+
 // The method's GPU form on the `kernel` path, or null if it has none.
 const GpuInverse* find_gpu_inverse(const MethodSpec& spec);
-std::span<const GpuInverse> gpu_inverses();
+// Every method's GPU form, in registry order.
+std::span<const GpuInverse* const> gpu_inverses();
 
 // Test hook: the method's GPU form on each L, back as the CPU reference
 // returns them (inverse and diagnostics; no intermediates). Throws UsageError where the form refuses or there is
 // no usable GPU.
-std::vector<InverseRun> invert_on_gpu(const GpuInverse& form, const MethodOptions& options,
-                                      std::span<const Mat> ls);
+std::vector<InverseRun> invert_on_gpu(const GpuInverse& form, const Method& method, std::span<const Mat> ls);
 
 }  // namespace chunkinv::gpu

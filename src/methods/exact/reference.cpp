@@ -14,7 +14,7 @@ Mat unit_lower_inverse(const Mat& l) {
 }
 
 namespace {
-InverseRun invert_exact(const Mat& l, const MethodOptions&, bool) { return {unit_lower_inverse(l), {}, {}}; }
+InverseRun invert_exact(const Mat& l, const Method&, bool) { return {unit_lower_inverse(l), {}, {}}; }
 }  // namespace
 
 extern const MethodSpec kExactMethod{

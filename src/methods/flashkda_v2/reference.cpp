@@ -56,7 +56,7 @@ const MetricInfo kDiagnostics[] = {
 // "X[8:16,8:16]": a matrix over rows and columns r0 .. r0+size.
 std::string label(const char* name, int r0, int size) { return fmt::format("{0}[{1}:{2},{1}:{2}]", name, r0, r0 + size); }
 
-InverseRun invert_flashkda_v2(const Mat& l_in, const MethodOptions&, bool keep) {
+InverseRun invert_flashkda_v2(const Mat& l_in, const Method&, bool keep) {
   const int c = static_cast<int>(l_in.rows());
   int n = kBlock;
   while (n < c) n *= 2;

@@ -17,7 +17,7 @@ const MetricInfo kDiagnostics[] = {
     {"inv_max", MetricKind::kValue, "max |entry| of the FP32 inverse; inf if any is non-finite (overflow)"},
 };
 
-InverseRun invert_fwdsub_fp32(const Mat& l, const MethodOptions&, bool keep) {
+InverseRun invert_fwdsub_fp32(const Mat& l, const Method&, bool keep) {
   const int c = static_cast<int>(l.rows());
   std::vector<float> a(size_t(c) * c), x(size_t(c) * c, 0.0f);
   for (int i = 0; i < c; ++i)

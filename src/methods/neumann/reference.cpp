@@ -22,7 +22,7 @@ const MetricInfo kDiagnostics[] = {
 
 using prec::max_abs;
 
-InverseRun invert_neumann(const Mat& l_in, const MethodOptions&, bool keep) {
+InverseRun invert_neumann(const Mat& l_in, const Method&, bool keep) {
   const Mat l = l_in.unaryExpr([](double v) { return fp16(v); });  // the method's input format
   const int c = static_cast<int>(l.rows()), cp = (c + 15) / 16 * 16;
   Mat p = Mat::Zero(cp, cp);

@@ -222,7 +222,7 @@ class KernelPath final : public Path {
         total += detail::run_by_shape(batch.samples, [&](size_t i, size_t k) {
           const auto gold = batch.gold.empty() ? batch.gold : batch.gold.subspan(i, k);
           BatchTiming t = run_group(batch.samples.subspan(i, k), gold, o.subspan(i, k), pool, false, true);
-          t += inverse_.run(*form, methods[m]->options, gold, o.subspan(i, k), pool);
+          t += inverse_.run(*form, *methods[m], gold, o.subspan(i, k), pool);
           return t;
         });
       } else if (!neumann.empty()) {
