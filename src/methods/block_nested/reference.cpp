@@ -90,8 +90,8 @@ InverseRun invert_block_nested(const Mat& l_in, const Method& method, bool keep)
 
 extern const MethodSpec kBlockNestedMethod{
     .name = "block_nested",
-    .arithmetic = "tt-metal invert_block_nested: N = -L; A = (I - N1)^-1 on 4-row blocks by I + N1(I + N1(I + N1)); "
-                  "B = A + (A L2) A joins them into 8-row blocks; M3 = B L3, INV = (I + M3)(I + M3^2)... B across the "
+    .arithmetic = "tt-metal invert_block_nested: N = -L; A = (I - N1)^-1 on 4-row blocks by I + N1(I + N1(I + N1)); B "
+                  "= A + (A L2) A joins them into 8-row blocks; M3 = B L3, INV = (I + M3)(I + M3^2)... B across the "
                   "8-row blocks; precision=fp32 (FMA chain), tf32 or bf16 operands, FP32 accumulation and sums",
     .diagnostics = kDiagnostics,
     .invert = invert_block_nested,

@@ -95,10 +95,10 @@ extern const GpuInverse kBlockwiseGpu;  // gpu_form.cpp
 
 extern const MethodSpec kBlockwiseMethod{
     .name = "blockwise",
-    .arithmetic = "cuDNN-style blockwise inverse: C zero-padded to b*2^m; b x b diagonal blocks (block=8|16) inverted in FP32 "
-                  "by column-oriented substitution with FMAs; off-diagonal blocks by block substitution doubling b -> n: "
-                  "T = io(-(Dinv C)), C = io(T Ainv); precision=bf16: BF16 I/O, products on mma.sync BF16 -> FP32 (default, "
-                  "as cuDNN); fp32: FMA chain; tf32: TF32 operands, FP32 accumulation",
+    .arithmetic = "cuDNN-style blockwise inverse: C zero-padded to b*2^m; b x b diagonal blocks (block=8|16) inverted "
+                  "in FP32 by column-oriented substitution with FMAs; off-diagonal blocks by block substitution "
+                  "doubling b -> n: T = io(-(Dinv C)), C = io(T Ainv); precision=bf16: BF16 I/O, products on mma.sync "
+                  "BF16 -> FP32 (default, as cuDNN); fp32: FMA chain; tf32: TF32 operands, FP32 accumulation",
     .diagnostics = kDiagnostics,
     .invert = invert_blockwise,
     .params = kParams,

@@ -55,8 +55,8 @@ InverseRun invert_doubling(const Mat& l_in, const Method& method, bool keep) {
 extern const MethodSpec kDoublingMethod{
     .name = "doubling",
     .arithmetic = "tt-metal invert_doubling: N = -L; S = I + N, P = N; while the product covers fewer than C powers: "
-                  "P = P P, S = S + P S (=(I + N)(I + N^2)(I + N^4)...); precision=fp32 (FMA chain), tf32 or bf16 operands, "
-                  "FP32 accumulation and sums",
+                  "P = P P, S = S + P S (=(I + N)(I + N^2)(I + N^4)...); precision=fp32 (FMA chain), tf32 or bf16 "
+                  "operands, FP32 accumulation and sums",
     .diagnostics = kDiagnostics,
     .invert = invert_doubling,
     .params = kParams,

@@ -18,11 +18,10 @@ InverseRun invert_exact(const Mat& l, const Method&, bool) { return {unit_lower_
 }  // namespace
 
 extern const MethodSpec kExactMethod{
-    "exact",
-    "FP64 unit-lower triangular solve of I + L (Eigen), no rounding",
-    {},
-    invert_exact,
-    true,
+    .name = "exact",
+    .arithmetic = "FP64 unit-lower triangular solve of I + L (Eigen), no rounding",
+    .invert = invert_exact,
+    .exact = true,
 };
 
 }  // namespace chunkinv

@@ -166,12 +166,12 @@ extern const GpuInverse kFlaSolveTrilGpu;  // gpu_form.cpp
 
 extern const MethodSpec kFlaSolveTrilMethod{
     .name = "fla_solve_tril",
-    .arithmetic = "fla solve_tril: C zero-padded to 16, 32 or 64; each 16x16 diagonal block of fp32(L) inverted by FP32 "
-                  "forward substitution in the order of the kernels compiled for sm_90 (row i = -A[i] - sum_k A[i][k] X[k]; "
-                  "C <= 32, one warp: rows k, k+8 by an FMA on the rounded second product, then a butterfly xor 4, 2, 1; "
-                  "C = 64, two warps: rows k, k+4 likewise, butterflies xor 2, 1 in each warp, then the two warps' sums); "
-                  "blocks merged by block substitution with FP32 dots (precision=ieee: FMA chain; tf32: TF32 operands), "
-                  "a sum of dots one chain, negation as 0 - x; output FP32",
+    .arithmetic = "fla solve_tril: C zero-padded to 16, 32 or 64; each 16x16 diagonal block of fp32(L) inverted by "
+                  "FP32 forward substitution in the order of the kernels compiled for sm_90 (row i = -A[i] - sum_k "
+                  "A[i][k] X[k]; C <= 32, one warp: rows k, k+8 by an FMA on the rounded second product, then a "
+                  "butterfly xor 4, 2, 1; C = 64, two warps: rows k, k+4 likewise, butterflies xor 2, 1 in each warp, "
+                  "then the two warps' sums); blocks merged by block substitution with FP32 dots (precision=ieee: FMA "
+                  "chain; tf32: TF32 operands), a sum of dots one chain, negation as 0 - x; output FP32",
     .diagnostics = kDiagnostics,
     .invert = invert_fla_solve_tril,
     .params = kParams,

@@ -53,11 +53,11 @@ InverseRun invert_fwdsub_fp32(const Mat& l, const Method&, bool keep) {
 }  // namespace
 
 extern const MethodSpec kFwdsubFp32Method{
-    "fwdsub_fp32",
-    "FP32 forward substitution of (I + fp32(L)) X = I, row by row: X[i][j] = -sum_{k=j}^{i-1} "
-    "A[i][k] X[k][j], each product and each partial sum rounded to FP32, k ascending, no FMA",
-    kDiagnostics,
-    invert_fwdsub_fp32,
+    .name = "fwdsub_fp32",
+    .arithmetic = "FP32 forward substitution of (I + fp32(L)) X = I, row by row: X[i][j] = -sum_{k=j}^{i-1} A[i][k] "
+                  "X[k][j], each product and each partial sum rounded to FP32, k ascending, no FMA",
+    .diagnostics = kDiagnostics,
+    .invert = invert_fwdsub_fp32,
 };
 
 }  // namespace chunkinv

@@ -48,8 +48,8 @@ InverseRun invert_horner(const Mat& l_in, const Method& method, bool keep) {
 
 extern const MethodSpec kHornerMethod{
     .name = "horner",
-    .arithmetic = "Horner form of the Neumann series (tt-metal's KDA inverse): N = -L; X = I + N, then C - 2 times "
-                  "X = I + N X; precision=fp32 (FMA chain), tf32 or bf16 operands, FP32 accumulation and sums",
+    .arithmetic = "Horner form of the Neumann series (tt-metal's KDA inverse): N = -L; X = I + N, then C - 2 times X "
+                  "= I + N X; precision=fp32 (FMA chain), tf32 or bf16 operands, FP32 accumulation and sums",
     .diagnostics = kDiagnostics,
     .invert = invert_horner,
     .params = kParams,

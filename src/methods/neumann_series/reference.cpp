@@ -112,9 +112,9 @@ InverseRun invert_neumann_series(const Mat& l_in, const Method& method, bool kee
 extern const MethodSpec kNeumannSeriesMethod{
     .name = "neumann_series",
     .arithmetic = "truncated Neumann series of (I + L)^-1: form=series: sum_{n<N} (-L)^n, powers by repeated right "
-                  "multiplication, N = inv_iters (0: C); form=product: (I - L)(I + L^2)(I + L^4)... with `rounds` factors "
-                  "(0: all), INV = INV + INV P; accum=fp16 (mma.sync FP16 accumulation, FP16 adds), bf16 (BF16 operands, "
-                  "FP32 accumulation) or fp32 (FMA chain); C zero-padded to a multiple of 16",
+                  "multiplication, N = inv_iters (0: C); form=product: (I - L)(I + L^2)(I + L^4)... with `rounds` "
+                  "factors (0: all), INV = INV + INV P; accum=fp16 (mma.sync FP16 accumulation, FP16 adds), bf16 "
+                  "(BF16 operands, FP32 accumulation) or fp32 (FMA chain); C zero-padded to a multiple of 16",
     .diagnostics = kDiagnostics,
     .invert = invert_neumann_series,
     .params = kParams,

@@ -64,8 +64,8 @@ InverseRun invert_paterson_stockmeyer(const Mat& l_in, const Method& method, boo
 
 extern const MethodSpec kPatersonStockmeyerMethod{
     .name = "paterson_stockmeyer",
-    .arithmetic = "Paterson-Stockmeyer Neumann polynomial (tt-metal invert_block_ps4, whole chunk): N = -L; powers N..N^s "
-                  "(s = 4), B = I + N + ... + N^(s-1), G = N^s; X = B, then ceil(C/s) - 1 times X = B + G X; "
+    .arithmetic = "Paterson-Stockmeyer Neumann polynomial (tt-metal invert_block_ps4, whole chunk): N = -L; powers "
+                  "N..N^s (s = 4), B = I + N + ... + N^(s-1), G = N^s; X = B, then ceil(C/s) - 1 times X = B + G X; "
                   "precision=fp32 (FMA chain), tf32 or bf16 operands, FP32 accumulation and sums",
     .diagnostics = kDiagnostics,
     .invert = invert_paterson_stockmeyer,

@@ -194,11 +194,11 @@ extern const GpuInverse kResidualNeumannGpu;  // gpu_form.cpp
 
 extern const MethodSpec kResidualNeumannMethod{
     .name = "residual_neumann",
-    .arithmetic = "truncated Neumann with diagonal mask and residual correction (arXiv 2606.06034, reconstructed): "
-                  "X0 = sum_{n<=N} (-L)^n with entries i - j >= band zeroed (band 0: N + 1); S times R = (I - X) - L X, "
-                  "X = X + X0 R; format=fp32 (FMA chain), bf16 (mma.sync BF16 -> FP32), fp16 (mma.sync FP16 -> FP16) or "
-                  "int16 (fixed point with frac_bits fraction bits, exact integer products, round-to-nearest-even shifts, "
-                  "saturation counted)",
+    .arithmetic = "truncated Neumann with diagonal mask and residual correction (arXiv 2606.06034, reconstructed): X0 "
+                  "= sum_{n<=N} (-L)^n with entries i - j >= band zeroed (band 0: N + 1); S times R = (I - X) - L X, "
+                  "X = X + X0 R; format=fp32 (FMA chain), bf16 (mma.sync BF16 -> FP32), fp16 (mma.sync FP16 -> FP16) "
+                  "or int16 (fixed point with frac_bits fraction bits, exact integer products, round-to-nearest-even "
+                  "shifts, saturation counted)",
     .diagnostics = kDiagnostics,
     .invert = invert_residual_neumann,
     .params = kParams,
