@@ -1,12 +1,13 @@
 // Inverse methods (SPEC §6-7): how (I + L)^-1 is computed from an L that a
-// path formed. Each method's CPU form here is its slow, obvious reference;
-// a GPU form, where one exists, lives beside the path that runs it and is
-// validated against this one.
+// path formed. A method is one folder, src/methods/<name>/: its CPU form
+// (reference.cpp), the slow, obvious reference, and its GPU form (gpu.cu),
+// where one exists, validated against it.
 //
 // The registry (methods/registry.cpp) has one line per method. Nothing
 // outside the registries compares a method's name as a string: code asks a
 // MethodSpec for what it needs.
 #pragma once
+#include <any>
 #include <map>
 #include <span>
 #include <string>
@@ -29,8 +30,15 @@ struct MethodParam {
   std::string_view help;
 };
 
-// Every parameter's value (defaults filled in), by name.
+// Every parameter's value (defaults filled in), by name: the text form, for
+// labels and reports. The method itself reads its typed parameters
+// (src/methods/<name>/params.hpp, made once by parse_method).
 using MethodOptions = std::map<std::string, std::string>;
+
+struct Method;
+namespace gpu {
+struct GpuInverse;  // methods/gpu_form.hpp
+}
 
 // The L a kernel-arithmetic path (emulated, kernel) hands the method: FlashKDA
 // v1 rounds the mma's FP32 result to FP16 and multiplies by fp16(beta) in
@@ -46,23 +54,40 @@ struct MethodSpec {
   std::span<const MetricInfo> diagnostics;
   // The CPU reference: the method on a strict-lower L (any chunk 2..64).
   // The method rounds L to its own input format first (FP16 for Neumann,
-  // FP32 for the substitutions); keep asks for the intermediates. options
-  // holds every parameter's value.
-  InverseRun (*invert)(const Mat& l, const MethodOptions& options, bool keep);
+  // FP32 for the substitutions); keep asks for the intermediates. The
+  // method's typed parameters are method.params<P>().
+  InverseRun (*invert)(const Mat& l, const Method& method, bool keep);
   // The FP64 triangular solve of the gold: no rounding anywhere.
   bool exact = false;
   std::span<const MethodParam> params = {};
   LStorage l_storage = LStorage::kFp16;
+  // The typed parameters from the checked text (parse_as<P>, P::parse in
+  // <name>/params.hpp); null for a method without parameters.
+  std::any (*parse)(const MethodOptions& options) = nullptr;
+  // The method's GPU form on the `kernel` path (<name>/gpu_form.cpp), or null.
+  const gpu::GpuInverse* gpu_form = nullptr;
 };
+
+// MethodSpec::parse of a method whose parameters are P.
+template <class P>
+std::any parse_as(const MethodOptions& options) {
+  return P::parse(options);
+}
 
 // A method as the axis names it: its spec and its parameters' values.
 struct Method {
   const MethodSpec* spec = nullptr;
   MethodOptions options;  // every parameter, defaults filled in
+  std::any typed;         // spec->parse(options), made once with the options
   // The axis value: the name, then each parameter that is not at its
   // default, in name order ("blockwise:block=8"); equal methods, equal labels.
   std::string label() const;
-  InverseRun invert(const Mat& l, bool keep) const { return spec->invert(l, options, keep); }
+  // The typed parameters; P is the method's own (<name>/params.hpp).
+  template <class P>
+  const P& params() const {
+    return std::any_cast<const P&>(typed);
+  }
+  InverseRun invert(const Mat& l, bool keep) const { return spec->invert(l, *this, keep); }
   bool operator==(const Method& o) const { return spec == o.spec && options == o.options; }
 };
 

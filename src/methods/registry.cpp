@@ -1,5 +1,6 @@
-// The method registry: one line per method. A new method is one file that
-// defines its MethodSpec, one line here, and its test.
+// The method registry: one line per method. A new method is one folder,
+// src/methods/<name>/, that defines its MethodSpec, one line here, and its
+// tests under tests/methods/<name>/.
 #include <string>
 
 #include <fmt/format.h>
@@ -75,17 +76,26 @@ bool allowed(const MethodParam& p, const std::string& v, std::string* what) {
   return x >= p.lo && x <= p.hi;
 }
 
-}  // namespace
-
-Method method_of(const MethodSpec& spec) {
-  Method m{&spec, {}};
+// The method with every parameter at its default, not yet typed.
+Method with_defaults(const MethodSpec& spec) {
+  Method m{&spec, {}, {}};
   for (const MethodParam& p : spec.params) m.options[std::string(p.name)] = std::string(p.default_value);
   return m;
 }
 
+// The typed parameters, made once the options are complete and checked.
+Method typed(Method m) {
+  if (m.spec->parse) m.typed = m.spec->parse(m.options);
+  return m;
+}
+
+}  // namespace
+
+Method method_of(const MethodSpec& spec) { return typed(with_defaults(spec)); }
+
 Method parse_method(std::string_view text) {
   size_t colon = text.find(':');
-  Method m = method_of(find_method(text.substr(0, colon)));
+  Method m = with_defaults(find_method(text.substr(0, colon)));
   const MethodSpec& spec = *m.spec;
   while (colon != std::string_view::npos) {
     const size_t next = text.find(':', colon + 1);
@@ -115,7 +125,7 @@ Method parse_method(std::string_view text) {
       throw UsageError(fmt::format("method {}: {} = {} must be {}", spec.name, key, value, what));
     m.options[key] = value;
   }
-  return m;
+  return typed(std::move(m));
 }
 
 std::string Method::label() const {

@@ -5,7 +5,7 @@
 #include "core/error.hpp"
 #include "gpu/gpu.hpp"
 #include "paths/gpu_paths.hpp"
-#include "paths/kernel/gpu_inverse.hpp"
+#include "methods/gpu_form.hpp"
 
 namespace chunkinv {
 
@@ -52,7 +52,7 @@ std::string kernel_arithmetic() {
 bool kernel_supports(const Configuration& c, const Method& m, std::string* why) {
   if (const gpu::GpuInverse* form = gpu::find_gpu_inverse(*m.spec)) {
     // L from the kernel, the inverse by the method's GPU form, where it covers the options.
-    if (std::string no = form->refuses(m.options, c.chunk); !no.empty()) {
+    if (std::string no = form->refuses(m, c.chunk); !no.empty()) {
       if (why) *why = std::move(no);
       return false;
     }

@@ -77,6 +77,19 @@ TEST(MethodRegistry, ParametersAreCheckedAndLabelledCanonically) {
     }
 }
 
+// A method with parameters has a typed form of them, made once with every
+// Method of it; a method without has none.
+TEST(MethodRegistry, ParametersAreTypedOnce) {
+  for (const MethodSpec* m : methods()) {
+    EXPECT_EQ(m->parse == nullptr, m->params.empty()) << m->name;
+    EXPECT_EQ(method_of(*m).typed.has_value(), !m->params.empty()) << m->name;
+    for (const MethodParam& p : m->params) {
+      const Method x = parse_method(std::string(m->name) + ":" + std::string(p.name) + "=" + std::string(p.default_value));
+      EXPECT_TRUE(x.typed.has_value()) << m->name;
+    }
+  }
+}
+
 TEST(MethodRegistry, EveryMethodIsExactOnAKnownInverse) {
   // Entries 0 and +-1 only: every method's arithmetic is exact on it.
   for (const MethodSpec* m : methods())

@@ -1,4 +1,4 @@
-// The GPU forms of inverse methods (src/paths/kernel/gpu_inverse.hpp)
+// The GPU forms of inverse methods (src/methods/gpu_form.hpp)
 // against their CPU references, bit for bit: through the whole `kernel` path
 // against the `emulated` path on the same samples (L, the inverse on the
 // path's L and on the gold L, the diagnostics), and directly on hand-made L
@@ -16,9 +16,10 @@
 
 #include "core/thread_pool.hpp"
 #include "gpu/gpu_test_common.hpp"
+#include "methods/blockwise/params.hpp"
+#include "methods/gpu_form.hpp"
 #include "methods/method.hpp"
 #include "paths/gold/gold.hpp"
-#include "paths/kernel/gpu_inverse.hpp"
 #include "paths/path.hpp"
 
 using namespace chunkinv;
@@ -57,7 +58,7 @@ struct Count {
 // (blockwise:block=16, floor, C = 64, H200 run 19). Such sign-of-zero
 // differences are counted and printed apart, every other difference fails.
 bool loose_zero_sign(const Method& m) {
-  return m.spec->name == std::string_view("blockwise") && m.options.at("precision") == "bf16";
+  return m.spec == &find_method("blockwise") && m.params<BlockwiseParams>().arith == prec::Arith::kBF16Mma;
 }
 
 void compare_runs(const char* what, const std::string& label, int sample, const InverseRun& gpu,
@@ -116,7 +117,7 @@ TEST(GpuKernelPath, GpuInverseFormsBitIdenticalToEmulated) {
     for (const Case& k : {Case{"model_like", ""}, Case{"model_like", "channel"}, Case{"floor", ""},
                           Case{"weak_decay_correlated", ""}}) {
       for (int chunk : {2, 8, 16, 17, 32, 48, 64}) {
-        if (const std::string why = form->refuses(m.options, chunk); !why.empty()) {
+        if (const std::string why = form->refuses(m, chunk); !why.empty()) {
           if (k.family == std::string("model_like") && !*k.gating) std::printf("%s C=%d: not compared: %s\n", text, chunk, why.c_str());
           continue;
         }
@@ -152,8 +153,8 @@ TEST(GpuKernelPath, GpuInverseFormsBitIdenticalToEmulated) {
               "of a zero only (blockwise:precision=bf16)\n",
               elements, all_diff, zero_sign);
   EXPECT_EQ(all_diff, 0u);
-  for (const gpu::GpuInverse& f : gpu::gpu_inverses())
-    EXPECT_GT(compared[std::string(f.spec->name)], 0u) << f.spec->name << ": no configuration compared";
+  for (const gpu::GpuInverse* f : gpu::gpu_inverses())
+    EXPECT_GT(compared[std::string(f->spec->name)], 0u) << f->spec->name << ": no configuration compared";
 }
 
 // Hand-made L: each form directly against its CPU reference.
@@ -184,8 +185,8 @@ TEST(GpuInverseForms, HandMadeMatricesBitIdenticalToTheCpuForm) {
       const Method m = parse_method(text);
       const gpu::GpuInverse* form = gpu::find_gpu_inverse(*m.spec);
       ASSERT_NE(form, nullptr) << text;
-      if (!form->refuses(m.options, chunk).empty()) continue;
-      const std::vector<InverseRun> g = gpu::invert_on_gpu(*form, m.options, ls);
+      if (!form->refuses(m, chunk).empty()) continue;
+      const std::vector<InverseRun> g = gpu::invert_on_gpu(*form, m, ls);
       Count n;
       n.loose_zero_sign = loose_zero_sign(m);
       for (size_t t = 0; t < ls.size(); ++t) compare_runs("INV", text, int(t), g[t], m.invert(ls[t], false), n);
@@ -205,14 +206,15 @@ TEST(GpuInverseForms, HandMadeMatricesBitIdenticalToTheCpuForm) {
 // give it exactly (small integers: exact in every format used).
 TEST(GpuInverseForms, KnownInverseExactly) {
   CHUNKINV_REQUIRE_GPU();
-  for (const gpu::GpuInverse& f : gpu::gpu_inverses()) {
+  for (const gpu::GpuInverse* form : gpu::gpu_inverses()) {
+    const gpu::GpuInverse& f = *form;
     const Method m = method_of(*f.spec);
     for (int chunk : {8, 16, 32}) {  // residual_neumann's defaults are exact up to (N+1)(S+1) = 36
-      if (!f.refuses(m.options, chunk).empty()) continue;
+      if (!f.refuses(m, chunk).empty()) continue;
       Mat l = Mat::Zero(chunk, chunk);
       for (int i = 1; i < chunk; ++i) l(i, i - 1) = -1.0;
       const Mat ls[] = {l};
-      const InverseRun r = gpu::invert_on_gpu(f, m.options, ls).at(0);
+      const InverseRun r = gpu::invert_on_gpu(f, m, ls).at(0);
       Mat want = Mat::Zero(chunk, chunk);
       for (int i = 0; i < chunk; ++i)
         for (int j = 0; j <= i; ++j) want(i, j) = 1.0;
@@ -227,10 +229,12 @@ TEST(GpuInverseTable, CoversTheDefaultsAndRefusesInOneLine) {
   EXPECT_EQ(gpu::find_gpu_inverse(find_method("neumann")), nullptr);  // Neumann runs in the kernel itself
   EXPECT_EQ(gpu::find_gpu_inverse(find_method("fwdsub_fp32")), nullptr);
   ASSERT_EQ(gpu::gpu_inverses().size(), 3u);
-  for (const gpu::GpuInverse& f : gpu::gpu_inverses())
-    for (int chunk : {2, 16, 17, 64}) EXPECT_EQ(f.refuses(method_of(*f.spec).options, chunk), "") << f.spec->name;
+  for (const gpu::GpuInverse* f : gpu::gpu_inverses()) {
+    EXPECT_EQ(gpu::find_gpu_inverse(*f->spec), f) << f->spec->name;  // the spec points at its form
+    for (int chunk : {2, 16, 17, 64}) EXPECT_EQ(f->refuses(method_of(*f->spec), chunk), "") << f->spec->name;
+  }
   const Method bf16 = parse_method("residual_neumann:format=bf16");
-  const std::string why = gpu::find_gpu_inverse(*bf16.spec)->refuses(bf16.options, 16);
+  const std::string why = gpu::find_gpu_inverse(*bf16.spec)->refuses(bf16, 16);
   EXPECT_NE(why.find("format=bf16"), std::string::npos) << why;
   EXPECT_EQ(why.find('\n'), std::string::npos);
   EXPECT_EQ(why.rfind("path kernel: ", 0), 0u) << why;

@@ -9,13 +9,13 @@
 
 namespace chunkinv::gpu {
 
-BatchTiming GpuInverseRunner::launch(const GpuInverse& form, const MethodOptions& options, int tasks, int chunk) {
+BatchTiming GpuInverseRunner::launch(const GpuInverse& form, const Method& method, int tasks, int chunk) {
   const size_t csq = size_t(chunk) * chunk, nd = form.spec->diagnostics.size();
   InverseLaunch a;
   a.tasks = tasks;
   a.chunk = chunk;
   a.ndiag = int(nd);
-  a.options = &options;
+  a.method = &method;
   a.l = d_l_.get(size_t(tasks) * csq);
   a.inv = d_inv_.get(size_t(tasks) * csq);
   a.diag = d_diag_.get(std::max<size_t>(size_t(tasks) * nd, 1));
@@ -51,12 +51,12 @@ void GpuInverseRunner::unpack(InverseRun& r, int task, int chunk, int ndiag) con
   r.intermediates.clear();
 }
 
-BatchTiming GpuInverseRunner::run(const GpuInverse& form, const MethodOptions& options,
+BatchTiming GpuInverseRunner::run(const GpuInverse& form, const Method& method,
                                   std::span<const GoldOutput> gold, std::span<PathOutput> out, ThreadPool& pool) {
   if (out.empty()) return {};
   const auto t0 = std::chrono::steady_clock::now();
   const int n = int(out.size()), C = int(out[0].l.L.rows());
-  if (const std::string why = form.refuses(options, C); !why.empty()) throw UsageError(why);
+  if (const std::string why = form.refuses(method, C); !why.empty()) throw UsageError(why);
   const bool stable = !gold.empty();
   const int tasks = stable ? 2 * n : n;
   const size_t csq = size_t(C) * C;
@@ -75,7 +75,7 @@ BatchTiming GpuInverseRunner::run(const GpuInverse& form, const MethodOptions& o
     }
   });
   const double pack_ms = detail::wall_ms_since(t0);
-  BatchTiming t = launch(form, options, tasks, C);
+  BatchTiming t = launch(form, method, tasks, C);
   const auto t1 = std::chrono::steady_clock::now();
   const int nd = int(form.spec->diagnostics.size());
   pool.parallel_for(blocks, [&](size_t b) {
@@ -89,12 +89,12 @@ BatchTiming GpuInverseRunner::run(const GpuInverse& form, const MethodOptions& o
   return t;
 }
 
-std::vector<InverseRun> GpuInverseRunner::run(const GpuInverse& form, const MethodOptions& options,
+std::vector<InverseRun> GpuInverseRunner::run(const GpuInverse& form, const Method& method,
                                               std::span<const Mat> ls) {
   std::vector<InverseRun> runs(ls.size());
   if (ls.empty()) return runs;
   const int C = int(ls[0].rows());
-  if (const std::string why = form.refuses(options, C); !why.empty()) throw UsageError(why);
+  if (const std::string why = form.refuses(method, C); !why.empty()) throw UsageError(why);
   const size_t csq = size_t(C) * C;
   double* h = h_l_.get(ls.size() * csq);
   for (size_t t = 0; t < ls.size(); ++t) {
@@ -102,17 +102,17 @@ std::vector<InverseRun> GpuInverseRunner::run(const GpuInverse& form, const Meth
     for (int i = 0; i < C; ++i)
       for (int j = 0; j < C; ++j) h[t * csq + size_t(i) * C + j] = ls[t](i, j);
   }
-  launch(form, options, int(ls.size()), C);
+  launch(form, method, int(ls.size()), C);
   const int nd = int(form.spec->diagnostics.size());
   for (size_t t = 0; t < ls.size(); ++t) unpack(runs[t], int(t), C, nd);
   return runs;
 }
 
-std::vector<InverseRun> invert_on_gpu(const GpuInverse& form, const MethodOptions& options, std::span<const Mat> ls) {
+std::vector<InverseRun> invert_on_gpu(const GpuInverse& form, const Method& method, std::span<const Mat> ls) {
   if (const std::string why = unavailable_reason(); !why.empty())
     throw UsageError("method " + std::string(form.spec->name) + " on the GPU: " + why);
   GpuInverseRunner runner;
-  return runner.run(form, options, ls);
+  return runner.run(form, method, ls);
 }
 
 }  // namespace chunkinv::gpu

@@ -176,7 +176,7 @@ __global__ void kernel_path_kernel(KernelArgs args) {
   }
   __syncwarp();
   store_matrix(args.l + sample * csq, s.mat[0], C, cp, lane);
-  if (args.l_only) return;  // L for another method's inverse (gpu_inverse.hpp)
+  if (args.l_only) return;  // L for another method's inverse (methods/gpu_form.hpp)
   neumann(s, C, cp, lane, args.inv + sample * csq, args.highest_power + task, args.power_max + task, powers);
 }
 
@@ -197,7 +197,7 @@ class KernelPath final : public Path {
                         ThreadPool& pool, bool keep) override {
     // Each method its own launch: the Neumann kernel (v1 or v2 of this
     // file's arithmetic), FlashKDA v2's inverse (flashkda_v2.cu), or this
-    // kernel's L handed to a method's GPU form (gpu_inverse.hpp). The
+    // kernel's L handed to a method's GPU form (methods/gpu_form.hpp). The
     // spec's supports() admits no other.
     const size_t n = in.samples.size();
     BatchTiming total;
@@ -222,7 +222,7 @@ class KernelPath final : public Path {
         total += detail::run_by_shape(batch.samples, [&](size_t i, size_t k) {
           const auto gold = batch.gold.empty() ? batch.gold : batch.gold.subspan(i, k);
           BatchTiming t = run_group(batch.samples.subspan(i, k), gold, o.subspan(i, k), pool, false, true);
-          t += inverse_.run(*form, methods[m]->options, gold, o.subspan(i, k), pool);
+          t += inverse_.run(*form, *methods[m], gold, o.subspan(i, k), pool);
           return t;
         });
       } else if (!neumann.empty()) {

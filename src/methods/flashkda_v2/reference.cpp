@@ -56,7 +56,7 @@ const MetricInfo kDiagnostics[] = {
 // "X[8:16,8:16]": a matrix over rows and columns r0 .. r0+size.
 std::string label(const char* name, int r0, int size) { return fmt::format("{0}[{1}:{2},{1}:{2}]", name, r0, r0 + size); }
 
-InverseRun invert_flashkda_v2(const Mat& l_in, const MethodOptions&, bool keep) {
+InverseRun invert_flashkda_v2(const Mat& l_in, const Method&, bool keep) {
   const int c = static_cast<int>(l_in.rows());
   int n = kBlock;
   while (n < c) n *= 2;
@@ -100,16 +100,15 @@ InverseRun invert_flashkda_v2(const Mat& l_in, const MethodOptions&, bool keep) 
 }  // namespace
 
 extern const MethodSpec kFlashkdaV2Method{
-    "flashkda_v2",
-    "FlashKDA v2 inverse: C zero-padded to 8, 16, 32 or 64; 8x8 diagonal blocks of fp32(L) inverted in FP32 by "
-    "column-oriented substitution (X[r][p] = fmaf(-A[r][s], X[s][p], X[r][p]) for s ascending); blocks merged "
-    "pairwise on mma.sync BF16 -> FP32: P = diag(bf16(Xa), bf16(Xb)), M = bf16(lower-left block of L), D = P M, "
-    "O = bf16(-D) P, INV = P + bf16(O); output BF16 (C = 16: the kernel's one merge, SPEC §2)",
-    kDiagnostics,
-    invert_flashkda_v2,
-    false,
-    {},
-    LStorage::kFp32,  // v2's L: the mma's FP32 result times the FP32 beta (SPEC §2 step 1)
+    .name = "flashkda_v2",
+    .arithmetic = "FlashKDA v2 inverse: C zero-padded to 8, 16, 32 or 64; 8x8 diagonal blocks of fp32(L) inverted in "
+                  "FP32 by column-oriented substitution (X[r][p] = fmaf(-A[r][s], X[s][p], X[r][p]) for s ascending); "
+                  "blocks merged pairwise on mma.sync BF16 -> FP32: P = diag(bf16(Xa), bf16(Xb)), M = bf16(lower-left "
+                  "block of L), D = P M, O = bf16(-D) P, INV = P + bf16(O); output BF16 (C = 16: the kernel's one "
+                  "merge, SPEC §2)",
+    .diagnostics = kDiagnostics,
+    .invert = invert_flashkda_v2,
+    .l_storage = LStorage::kFp32,  // v2's L: the mma's FP32 result times the FP32 beta (SPEC §2 step 1)
 };
 
 }  // namespace chunkinv

@@ -1,4 +1,4 @@
-// Method fla_solve_tril on the `kernel` path: its GPU form (gpu_inverse.hpp).
+// Method fla_solve_tril on the `kernel` path: its GPU form (methods/gpu_form.hpp).
 // Its reference is the method's CPU form (methods/fla_solve_tril.cpp); the
 // arithmetic here is that form's, operation for operation, so the two agree
 // bit for bit (tests/paths/test_gpu_inverses.cpp).
@@ -30,7 +30,8 @@
 #include <stdexcept>
 
 #include "gpu/check.cuh"
-#include "paths/kernel/gpu_inverse.hpp"
+#include "methods/fla_solve_tril/params.hpp"
+#include "methods/gpu_form.hpp"
 
 namespace chunkinv::gpu {
 namespace {
@@ -270,11 +271,7 @@ void launch_fla_solve_tril(const InverseLaunch& la) {
   if (la.tasks <= 0) return;
   const int C = la.chunk;
   if (C < 2 || C > 64) throw std::logic_error("launch_fla_solve_tril: chunk outside 2..64");
-  bool tf32 = false;
-  if (la.options) {
-    const auto it = la.options->find("precision");
-    tf32 = it != la.options->end() && it->second == "tf32";
-  }
+  const bool tf32 = la.method && la.method->params<FlaSolveTrilParams>().tf32;
   Args a{};
   a.tasks = la.tasks;
   a.chunk = C;

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <string>
 
+#include "methods/block_nested/params.hpp"
 #include "methods/method.hpp"
 #include "methods/precision.hpp"
 
@@ -39,8 +40,8 @@ Mat masked(const Mat& n, Keep keep) {
   return m;
 }
 
-InverseRun invert_block_nested(const Mat& l_in, const MethodOptions& options, bool keep) {
-  const prec::Arith arith = prec::tt_arith(options.at("precision"));
+InverseRun invert_block_nested(const Mat& l_in, const Method& method, bool keep) {
+  const prec::Arith arith = method.params<BlockNestedParams>().arith;
   const int c = static_cast<int>(l_in.rows());
   const Mat n = -prec::round_input(l_in, arith);
   const Mat id = Mat::Identity(c, c);
@@ -88,14 +89,14 @@ InverseRun invert_block_nested(const Mat& l_in, const MethodOptions& options, bo
 }  // namespace
 
 extern const MethodSpec kBlockNestedMethod{
-    "block_nested",
-    "tt-metal invert_block_nested: N = -L; A = (I - N1)^-1 on 4-row blocks by I + N1(I + N1(I + N1)); "
-    "B = A + (A L2) A joins them into 8-row blocks; M3 = B L3, INV = (I + M3)(I + M3^2)... B across the "
-    "8-row blocks; precision=fp32 (FMA chain), tf32 or bf16 operands, FP32 accumulation and sums",
-    kDiagnostics,
-    invert_block_nested,
-    false,
-    kParams,
+    .name = "block_nested",
+    .arithmetic = "tt-metal invert_block_nested: N = -L; A = (I - N1)^-1 on 4-row blocks by I + N1(I + N1(I + N1)); B "
+                  "= A + (A L2) A joins them into 8-row blocks; M3 = B L3, INV = (I + M3)(I + M3^2)... B across the "
+                  "8-row blocks; precision=fp32 (FMA chain), tf32 or bf16 operands, FP32 accumulation and sums",
+    .diagnostics = kDiagnostics,
+    .invert = invert_block_nested,
+    .params = kParams,
+    .parse = parse_as<BlockNestedParams>,
 };
 
 }  // namespace chunkinv

@@ -22,7 +22,7 @@ const MetricInfo kDiagnostics[] = {
 
 using prec::max_abs;
 
-InverseRun invert_neumann(const Mat& l_in, const MethodOptions&, bool keep) {
+InverseRun invert_neumann(const Mat& l_in, const Method&, bool keep) {
   const Mat l = l_in.unaryExpr([](double v) { return fp16(v); });  // the method's input format
   const int c = static_cast<int>(l.rows()), cp = (c + 15) / 16 * 16;
   Mat p = Mat::Zero(cp, cp);
@@ -51,24 +51,24 @@ InverseRun invert_neumann(const Mat& l_in, const MethodOptions&, bool keep) {
 }  // namespace
 
 extern const MethodSpec kNeumannMethod{
-    "neumann",
-    "FP16 Neumann product form: INV = I - fp16(L); with P = L, while 2p < C: P = mma_f16(P, P), "
-    "INV = INV + mma_f16(INV, P) (FP16 adds); mma_f16 = Hopper mma.sync m16n8k16 with FP16 "
-    "accumulation, tiled 16x16x16 with the chunk zero-padded to a multiple of 16",
-    kDiagnostics,
-    invert_neumann,
+    .name = "neumann",
+    .arithmetic = "FP16 Neumann product form: INV = I - fp16(L); with P = L, while 2p < C: P = mma_f16(P, P), INV = "
+                  "INV + mma_f16(INV, P) (FP16 adds); mma_f16 = Hopper mma.sync m16n8k16 with FP16 accumulation, "
+                  "tiled 16x16x16 with the chunk zero-padded to a multiple of 16",
+    .diagnostics = kDiagnostics,
+    .invert = invert_neumann,
 };
 
 // FlashKDA v1's K1 inverse under its own name, beside `flashkda_v2`
 // (`-a method=flashkda_v1,flashkda_v2` compares the two shipped versions):
 // the same arithmetic, function and diagnostics as `neumann`.
 extern const MethodSpec kFlashkdaV1Method{
-    "flashkda_v1",
-    "FlashKDA v1's K1 inverse (neumann_inv_fused_1warp), identical to `neumann`: the FP16 Neumann product form "
-    "INV = I - fp16(L); with P = L, while 2p < C: P = mma_f16(P, P), INV = INV + mma_f16(INV, P) (FP16 adds), "
-    "tiled 16x16x16 with the chunk zero-padded to a multiple of 16",
-    kDiagnostics,
-    invert_neumann,
+    .name = "flashkda_v1",
+    .arithmetic = "FlashKDA v1's K1 inverse (neumann_inv_fused_1warp), identical to `neumann`: the FP16 Neumann "
+                  "product form INV = I - fp16(L); with P = L, while 2p < C: P = mma_f16(P, P), INV = INV + "
+                  "mma_f16(INV, P) (FP16 adds), tiled 16x16x16 with the chunk zero-padded to a multiple of 16",
+    .diagnostics = kDiagnostics,
+    .invert = invert_neumann,
 };
 
 }  // namespace chunkinv

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "methods/method.hpp"
+#include "methods/paterson_stockmeyer/params.hpp"
 #include "methods/precision.hpp"
 
 namespace chunkinv {
@@ -29,9 +30,10 @@ const MethodParam kParams[] = {
     {"precision", "fp32", prec::kTtPrecisionChoices, 0, 0, prec::kTtPrecisionHelp},
 };
 
-InverseRun invert_paterson_stockmeyer(const Mat& l_in, const MethodOptions& options, bool keep) {
-  const prec::Arith arith = prec::tt_arith(options.at("precision"));
-  const int s = std::stoi(options.at("s"));
+InverseRun invert_paterson_stockmeyer(const Mat& l_in, const Method& method, bool keep) {
+  const PatersonStockmeyerParams& p = method.params<PatersonStockmeyerParams>();
+  const prec::Arith arith = p.arith;
+  const int s = p.s;
   const int c = static_cast<int>(l_in.rows());
   const Mat n = -prec::round_input(l_in, arith);
   InverseRun run;
@@ -61,14 +63,14 @@ InverseRun invert_paterson_stockmeyer(const Mat& l_in, const MethodOptions& opti
 }  // namespace
 
 extern const MethodSpec kPatersonStockmeyerMethod{
-    "paterson_stockmeyer",
-    "Paterson-Stockmeyer Neumann polynomial (tt-metal invert_block_ps4, whole chunk): N = -L; powers N..N^s "
-    "(s = 4), B = I + N + ... + N^(s-1), G = N^s; X = B, then ceil(C/s) - 1 times X = B + G X; "
-    "precision=fp32 (FMA chain), tf32 or bf16 operands, FP32 accumulation and sums",
-    kDiagnostics,
-    invert_paterson_stockmeyer,
-    false,
-    kParams,
+    .name = "paterson_stockmeyer",
+    .arithmetic = "Paterson-Stockmeyer Neumann polynomial (tt-metal invert_block_ps4, whole chunk): N = -L; powers "
+                  "N..N^s (s = 4), B = I + N + ... + N^(s-1), G = N^s; X = B, then ceil(C/s) - 1 times X = B + G X; "
+                  "precision=fp32 (FMA chain), tf32 or bf16 operands, FP32 accumulation and sums",
+    .diagnostics = kDiagnostics,
+    .invert = invert_paterson_stockmeyer,
+    .params = kParams,
+    .parse = parse_as<PatersonStockmeyerParams>,
 };
 
 }  // namespace chunkinv

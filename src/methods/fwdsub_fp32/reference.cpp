@@ -17,7 +17,7 @@ const MetricInfo kDiagnostics[] = {
     {"inv_max", MetricKind::kValue, "max |entry| of the FP32 inverse; inf if any is non-finite (overflow)"},
 };
 
-InverseRun invert_fwdsub_fp32(const Mat& l, const MethodOptions&, bool keep) {
+InverseRun invert_fwdsub_fp32(const Mat& l, const Method&, bool keep) {
   const int c = static_cast<int>(l.rows());
   std::vector<float> a(size_t(c) * c), x(size_t(c) * c, 0.0f);
   for (int i = 0; i < c; ++i)
@@ -53,11 +53,11 @@ InverseRun invert_fwdsub_fp32(const Mat& l, const MethodOptions&, bool keep) {
 }  // namespace
 
 extern const MethodSpec kFwdsubFp32Method{
-    "fwdsub_fp32",
-    "FP32 forward substitution of (I + fp32(L)) X = I, row by row: X[i][j] = -sum_{k=j}^{i-1} "
-    "A[i][k] X[k][j], each product and each partial sum rounded to FP32, k ascending, no FMA",
-    kDiagnostics,
-    invert_fwdsub_fp32,
+    .name = "fwdsub_fp32",
+    .arithmetic = "FP32 forward substitution of (I + fp32(L)) X = I, row by row: X[i][j] = -sum_{k=j}^{i-1} A[i][k] "
+                  "X[k][j], each product and each partial sum rounded to FP32, k ascending, no FMA",
+    .diagnostics = kDiagnostics,
+    .invert = invert_fwdsub_fp32,
 };
 
 }  // namespace chunkinv

@@ -9,6 +9,7 @@
 // precision: as `doubling` (methods/precision.hpp).
 #include <cmath>
 
+#include "methods/horner/params.hpp"
 #include "methods/method.hpp"
 #include "methods/precision.hpp"
 
@@ -23,8 +24,8 @@ const MethodParam kParams[] = {
     {"precision", "fp32", prec::kTtPrecisionChoices, 0, 0, prec::kTtPrecisionHelp},
 };
 
-InverseRun invert_horner(const Mat& l_in, const MethodOptions& options, bool keep) {
-  const prec::Arith arith = prec::tt_arith(options.at("precision"));
+InverseRun invert_horner(const Mat& l_in, const Method& method, bool keep) {
+  const prec::Arith arith = method.params<HornerParams>().arith;
   const int c = static_cast<int>(l_in.rows());
   const Mat n = -prec::round_input(l_in, arith);
   const Mat id = Mat::Identity(c, c);
@@ -46,13 +47,13 @@ InverseRun invert_horner(const Mat& l_in, const MethodOptions& options, bool kee
 }  // namespace
 
 extern const MethodSpec kHornerMethod{
-    "horner",
-    "Horner form of the Neumann series (tt-metal's KDA inverse): N = -L; X = I + N, then C - 2 times "
-    "X = I + N X; precision=fp32 (FMA chain), tf32 or bf16 operands, FP32 accumulation and sums",
-    kDiagnostics,
-    invert_horner,
-    false,
-    kParams,
+    .name = "horner",
+    .arithmetic = "Horner form of the Neumann series (tt-metal's KDA inverse): N = -L; X = I + N, then C - 2 times X "
+                  "= I + N X; precision=fp32 (FMA chain), tf32 or bf16 operands, FP32 accumulation and sums",
+    .diagnostics = kDiagnostics,
+    .invert = invert_horner,
+    .params = kParams,
+    .parse = parse_as<HornerParams>,
 };
 
 }  // namespace chunkinv

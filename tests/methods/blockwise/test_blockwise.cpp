@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/fp.hpp"
+#include "methods/blockwise/params.hpp"
 #include "methods/method_cases.hpp"
 #include "methods/precision.hpp"
 
@@ -116,4 +117,16 @@ TEST(Blockwise, OverflowShowsInTheDiagnostics) {
   const InverseRun r = with("blockwise:precision=fp32").invert(m, false);
   EXPECT_TRUE(std::isfinite(r.diagnostics[0]));
   EXPECT_TRUE(std::isinf(r.diagnostics[1]));
+}
+
+// The typed parameters, made once from the axis value, as the CPU reference
+// and the GPU form read them.
+TEST(Blockwise, TypedParametersFromTheAxisValue) {
+  const BlockwiseParams d = method_of(find_method("blockwise")).params<BlockwiseParams>();
+  EXPECT_EQ(d.block, 8);
+  EXPECT_EQ(d.arith, prec::Arith::kBF16Mma);
+  const BlockwiseParams p = parse_method("blockwise:block=16:precision=tf32").params<BlockwiseParams>();
+  EXPECT_EQ(p.block, 16);
+  EXPECT_EQ(p.arith, prec::Arith::kTF32);
+  EXPECT_EQ(parse_method("blockwise:precision=fp32").params<BlockwiseParams>().arith, prec::Arith::kFP32);
 }

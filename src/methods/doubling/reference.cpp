@@ -11,6 +11,7 @@
 #include <cmath>
 #include <string>
 
+#include "methods/doubling/params.hpp"
 #include "methods/method.hpp"
 #include "methods/precision.hpp"
 
@@ -26,8 +27,8 @@ const MethodParam kParams[] = {
     {"precision", "fp32", prec::kTtPrecisionChoices, 0, 0, prec::kTtPrecisionHelp},
 };
 
-InverseRun invert_doubling(const Mat& l_in, const MethodOptions& options, bool keep) {
-  const prec::Arith arith = prec::tt_arith(options.at("precision"));
+InverseRun invert_doubling(const Mat& l_in, const Method& method, bool keep) {
+  const prec::Arith arith = method.params<DoublingParams>().arith;
   const int c = static_cast<int>(l_in.rows());
   const Mat n = -prec::round_input(l_in, arith);  // exact negation
   const Mat id = Mat::Identity(c, c);
@@ -52,14 +53,14 @@ InverseRun invert_doubling(const Mat& l_in, const MethodOptions& options, bool k
 }  // namespace
 
 extern const MethodSpec kDoublingMethod{
-    "doubling",
-    "tt-metal invert_doubling: N = -L; S = I + N, P = N; while the product covers fewer than C powers: "
-    "P = P P, S = S + P S (=(I + N)(I + N^2)(I + N^4)...); precision=fp32 (FMA chain), tf32 or bf16 operands, "
-    "FP32 accumulation and sums",
-    kDiagnostics,
-    invert_doubling,
-    false,
-    kParams,
+    .name = "doubling",
+    .arithmetic = "tt-metal invert_doubling: N = -L; S = I + N, P = N; while the product covers fewer than C powers: "
+                  "P = P P, S = S + P S (=(I + N)(I + N^2)(I + N^4)...); precision=fp32 (FMA chain), tf32 or bf16 "
+                  "operands, FP32 accumulation and sums",
+    .diagnostics = kDiagnostics,
+    .invert = invert_doubling,
+    .params = kParams,
+    .parse = parse_as<DoublingParams>,
 };
 
 }  // namespace chunkinv

@@ -35,6 +35,8 @@
 
 #include <fmt/format.h>
 
+#include "methods/fla_solve_tril/params.hpp"
+#include "methods/gpu_form.hpp"
 #include "methods/method.hpp"
 #include "methods/precision.hpp"
 
@@ -95,8 +97,8 @@ Mat diagonal_inverse(const std::vector<float>& a, int n, int r0, bool two_warps)
   return out;
 }
 
-InverseRun invert_fla_solve_tril(const Mat& l_in, const MethodOptions& options, bool keep) {
-  const Arith dot = options.at("precision") == "tf32" ? Arith::kTF32 : Arith::kFP32;
+InverseRun invert_fla_solve_tril(const Mat& l_in, const Method& method, bool keep) {
+  const Arith dot = method.params<FlaSolveTrilParams>().tf32 ? Arith::kTF32 : Arith::kFP32;
   const int c = static_cast<int>(l_in.rows());
   const int n = c <= 16 ? 16 : c <= 32 ? 32 : 64;
   const Mat l = prec::pad(prec::round_to(l_in, kFP32), n);  // A = fp32(L), zero-padded
@@ -158,18 +160,23 @@ InverseRun invert_fla_solve_tril(const Mat& l_in, const MethodOptions& options, 
 
 }  // namespace
 
+namespace gpu {
+extern const GpuInverse kFlaSolveTrilGpu;  // gpu_form.cpp
+}  // namespace gpu
+
 extern const MethodSpec kFlaSolveTrilMethod{
-    "fla_solve_tril",
-    "fla solve_tril: C zero-padded to 16, 32 or 64; each 16x16 diagonal block of fp32(L) inverted by FP32 "
-    "forward substitution in the order of the kernels compiled for sm_90 (row i = -A[i] - sum_k A[i][k] X[k]; "
-    "C <= 32, one warp: rows k, k+8 by an FMA on the rounded second product, then a butterfly xor 4, 2, 1; "
-    "C = 64, two warps: rows k, k+4 likewise, butterflies xor 2, 1 in each warp, then the two warps' sums); "
-    "blocks merged by block substitution with FP32 dots (precision=ieee: FMA chain; tf32: TF32 operands), "
-    "a sum of dots one chain, negation as 0 - x; output FP32",
-    kDiagnostics,
-    invert_fla_solve_tril,
-    false,
-    kParams,
+    .name = "fla_solve_tril",
+    .arithmetic = "fla solve_tril: C zero-padded to 16, 32 or 64; each 16x16 diagonal block of fp32(L) inverted by "
+                  "FP32 forward substitution in the order of the kernels compiled for sm_90 (row i = -A[i] - sum_k "
+                  "A[i][k] X[k]; C <= 32, one warp: rows k, k+8 by an FMA on the rounded second product, then a "
+                  "butterfly xor 4, 2, 1; C = 64, two warps: rows k, k+4 likewise, butterflies xor 2, 1 in each warp, "
+                  "then the two warps' sums); blocks merged by block substitution with FP32 dots (precision=ieee: FMA "
+                  "chain; tf32: TF32 operands), a sum of dots one chain, negation as 0 - x; output FP32",
+    .diagnostics = kDiagnostics,
+    .invert = invert_fla_solve_tril,
+    .params = kParams,
+    .parse = parse_as<FlaSolveTrilParams>,
+    .gpu_form = &gpu::kFlaSolveTrilGpu,
 };
 
 }  // namespace chunkinv

@@ -1,9 +1,9 @@
-// Method residual_neumann on the `kernel` path: its GPU form (gpu_inverse.hpp).
+// Method residual_neumann on the `kernel` path: its GPU form (methods/gpu_form.hpp).
 // The reference is the CPU form (methods/residual_neumann.cpp); the two are
 // compared bit for bit on the same L (inverse and diagnostics).
 //
 // Covers format=fp32 and format=int16 (every order, steps, band, frac_bits,
-// C = 2..64); bf16 and fp16 are refused (gpu_inverses.cpp).
+// C = 2..64); bf16 and fp16 are refused (methods/gpu_forms.cpp).
 //
 // One task per warp (C <= 16, four tasks a block) or per block (4 warps for
 // C <= 32, 8 warps above), its matrices in shared memory as FP32 values (for
@@ -31,7 +31,8 @@
 #include <cuda_runtime.h>
 
 #include "gpu/check.cuh"
-#include "paths/kernel/gpu_inverse.hpp"
+#include "methods/gpu_form.hpp"
+#include "methods/residual_neumann/params.hpp"
 
 namespace chunkinv::gpu {
 namespace {
@@ -341,18 +342,17 @@ void launch_residual_neumann(const InverseLaunch& a) {
   if (a.tasks <= 0) return;
   if (a.chunk < 2 || a.chunk > 64) throw std::logic_error("launch_residual_neumann: chunk outside 2..64");
   if (a.ndiag != 4) throw std::logic_error("launch_residual_neumann: expects 4 diagnostics");
-  const MethodOptions& o = *a.options;
-  const std::string& format = o.at("format");
-  const bool int16 = format == "int16";
-  if (!int16 && format != "fp32") throw std::logic_error("launch_residual_neumann: format " + format + " not covered");
+  const ResidualNeumannParams& p = a.method->params<ResidualNeumannParams>();
+  const bool int16 = p.format == ResidualFormat::kInt16;
+  if (!int16 && p.format != ResidualFormat::kFp32)
+    throw std::logic_error("launch_residual_neumann: format " + std::string(format_name(p.format)) + " not covered");
   RnArgs args;
   args.tasks = a.tasks;
   args.C = a.chunk;
-  args.order = std::stoi(o.at("order"));
-  args.steps = std::stoi(o.at("steps"));
-  args.band = std::stoi(o.at("band"));
-  if (args.band == 0) args.band = args.order + 1;
-  args.f = std::stoi(o.at("frac_bits"));
+  args.order = p.order;
+  args.steps = p.steps;
+  args.band = p.band;  // 0 on the axis is order + 1 here already
+  args.f = p.frac_bits;
   if (args.f < 1 || args.f > 14) throw std::logic_error("launch_residual_neumann: frac_bits outside 1..14");
   args.l = a.l;
   args.inv = a.inv;

@@ -29,8 +29,10 @@
 #include <cstdint>
 #include <string>
 
+#include "methods/gpu_form.hpp"
 #include "methods/method.hpp"
 #include "methods/precision.hpp"
+#include "methods/residual_neumann/params.hpp"
 
 namespace chunkinv {
 namespace {
@@ -127,15 +129,16 @@ double residual_max(const Mat& l, const Mat& x) {
   return r;
 }
 
-InverseRun invert_residual_neumann(const Mat& l_in, const MethodOptions& options, bool keep) {
-  const std::string& fmt_name = options.at("format");
+InverseRun invert_residual_neumann(const Mat& l_in, const Method& method, bool keep) {
+  const ResidualNeumannParams& params = method.params<ResidualNeumannParams>();
   Engine eng;
-  eng.int16 = fmt_name == "int16";
-  eng.arith = fmt_name == "bf16" ? Arith::kBF16Mma : fmt_name == "fp16" ? Arith::kFP16Mma : Arith::kFP32;
-  eng.f = std::stoi(options.at("frac_bits"));
-  const int order = std::stoi(options.at("order")), steps = std::stoi(options.at("steps"));
-  int band = std::stoi(options.at("band"));
-  if (band == 0) band = order + 1;
+  eng.int16 = params.format == ResidualFormat::kInt16;
+  eng.arith = params.format == ResidualFormat::kBf16   ? Arith::kBF16Mma
+              : params.format == ResidualFormat::kFp16 ? Arith::kFP16Mma
+                                                       : Arith::kFP32;
+  eng.f = params.frac_bits;
+  const int order = params.order, steps = params.steps;
+  const int band = params.band;  // 0 on the axis is order + 1 here already
 
   const int c = static_cast<int>(l_in.rows());
   const Mat l = eng.input(l_in);
@@ -185,17 +188,22 @@ InverseRun invert_residual_neumann(const Mat& l_in, const MethodOptions& options
 
 }  // namespace
 
+namespace gpu {
+extern const GpuInverse kResidualNeumannGpu;  // gpu_form.cpp
+}  // namespace gpu
+
 extern const MethodSpec kResidualNeumannMethod{
-    "residual_neumann",
-    "truncated Neumann with diagonal mask and residual correction (arXiv 2606.06034, reconstructed): "
-    "X0 = sum_{n<=N} (-L)^n with entries i - j >= band zeroed (band 0: N + 1); S times R = (I - X) - L X, "
-    "X = X + X0 R; format=fp32 (FMA chain), bf16 (mma.sync BF16 -> FP32), fp16 (mma.sync FP16 -> FP16) or "
-    "int16 (fixed point with frac_bits fraction bits, exact integer products, round-to-nearest-even shifts, "
-    "saturation counted)",
-    kDiagnostics,
-    invert_residual_neumann,
-    false,
-    kParams,
+    .name = "residual_neumann",
+    .arithmetic = "truncated Neumann with diagonal mask and residual correction (arXiv 2606.06034, reconstructed): X0 "
+                  "= sum_{n<=N} (-L)^n with entries i - j >= band zeroed (band 0: N + 1); S times R = (I - X) - L X, "
+                  "X = X + X0 R; format=fp32 (FMA chain), bf16 (mma.sync BF16 -> FP32), fp16 (mma.sync FP16 -> FP16) "
+                  "or int16 (fixed point with frac_bits fraction bits, exact integer products, round-to-nearest-even "
+                  "shifts, saturation counted)",
+    .diagnostics = kDiagnostics,
+    .invert = invert_residual_neumann,
+    .params = kParams,
+    .parse = parse_as<ResidualNeumannParams>,
+    .gpu_form = &gpu::kResidualNeumannGpu,
 };
 
 }  // namespace chunkinv

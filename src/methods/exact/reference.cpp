@@ -14,15 +14,14 @@ Mat unit_lower_inverse(const Mat& l) {
 }
 
 namespace {
-InverseRun invert_exact(const Mat& l, const MethodOptions&, bool) { return {unit_lower_inverse(l), {}, {}}; }
+InverseRun invert_exact(const Mat& l, const Method&, bool) { return {unit_lower_inverse(l), {}, {}}; }
 }  // namespace
 
 extern const MethodSpec kExactMethod{
-    "exact",
-    "FP64 unit-lower triangular solve of I + L (Eigen), no rounding",
-    {},
-    invert_exact,
-    true,
+    .name = "exact",
+    .arithmetic = "FP64 unit-lower triangular solve of I + L (Eigen), no rounding",
+    .invert = invert_exact,
+    .exact = true,
 };
 
 }  // namespace chunkinv

@@ -18,6 +18,8 @@
 
 #include <fmt/format.h>
 
+#include "methods/blockwise/params.hpp"
+#include "methods/gpu_form.hpp"
 #include "methods/method.hpp"
 #include "methods/precision.hpp"
 
@@ -43,10 +45,10 @@ const MethodParam kParams[] = {
      "(TF32 operands, FP32 accumulation)"},
 };
 
-InverseRun invert_blockwise(const Mat& l_in, const MethodOptions& options, bool keep) {
-  const int b = std::stoi(options.at("block"));
-  const std::string& p = options.at("precision");
-  const Arith arith = p == "bf16" ? Arith::kBF16Mma : p == "tf32" ? Arith::kTF32 : Arith::kFP32;
+InverseRun invert_blockwise(const Mat& l_in, const Method& method, bool keep) {
+  const BlockwiseParams& p = method.params<BlockwiseParams>();
+  const int b = p.block;
+  const Arith arith = p.arith;
   const Format io = arith == Arith::kBF16Mma ? kBF16 : kFP32;
   const int c = static_cast<int>(l_in.rows());
   int n = b;
@@ -87,16 +89,21 @@ InverseRun invert_blockwise(const Mat& l_in, const MethodOptions& options, bool 
 
 }  // namespace
 
+namespace gpu {
+extern const GpuInverse kBlockwiseGpu;  // gpu_form.cpp
+}  // namespace gpu
+
 extern const MethodSpec kBlockwiseMethod{
-    "blockwise",
-    "cuDNN-style blockwise inverse: C zero-padded to b*2^m; b x b diagonal blocks (block=8|16) inverted in FP32 "
-    "by column-oriented substitution with FMAs; off-diagonal blocks by block substitution doubling b -> n: "
-    "T = io(-(Dinv C)), C = io(T Ainv); precision=bf16: BF16 I/O, products on mma.sync BF16 -> FP32 (default, "
-    "as cuDNN); fp32: FMA chain; tf32: TF32 operands, FP32 accumulation",
-    kDiagnostics,
-    invert_blockwise,
-    false,
-    kParams,
+    .name = "blockwise",
+    .arithmetic = "cuDNN-style blockwise inverse: C zero-padded to b*2^m; b x b diagonal blocks (block=8|16) inverted "
+                  "in FP32 by column-oriented substitution with FMAs; off-diagonal blocks by block substitution "
+                  "doubling b -> n: T = io(-(Dinv C)), C = io(T Ainv); precision=bf16: BF16 I/O, products on mma.sync "
+                  "BF16 -> FP32 (default, as cuDNN); fp32: FMA chain; tf32: TF32 operands, FP32 accumulation",
+    .diagnostics = kDiagnostics,
+    .invert = invert_blockwise,
+    .params = kParams,
+    .parse = parse_as<BlockwiseParams>,
+    .gpu_form = &gpu::kBlockwiseGpu,
 };
 
 }  // namespace chunkinv

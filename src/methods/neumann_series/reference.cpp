@@ -18,6 +18,7 @@
 #include <string>
 
 #include "methods/method.hpp"
+#include "methods/neumann_series/params.hpp"
 #include "methods/precision.hpp"
 
 namespace chunkinv {
@@ -43,9 +44,9 @@ const MethodParam kParams[] = {
      "fp16: FP16 mma accumulation and adds; bf16: BF16 operands, FP32 mma accumulation; fp32: FP32 FMA chain"},
 };
 
-InverseRun invert_neumann_series(const Mat& l_in, const MethodOptions& options, bool keep) {
-  const std::string& acc = options.at("accum");
-  const Arith arith = acc == "fp16" ? Arith::kFP16Mma : acc == "bf16" ? Arith::kBF16Mma : Arith::kFP32;
+InverseRun invert_neumann_series(const Mat& l_in, const Method& method, bool keep) {
+  const NeumannSeriesParams& params = method.params<NeumannSeriesParams>();
+  const Arith arith = params.arith;
   const int c = static_cast<int>(l_in.rows()), cp = (c + 15) / 16 * 16;
   const Mat l = prec::pad(prec::round_operand(l_in, arith), cp);
   const Mat id = Mat::Identity(cp, cp);
@@ -59,8 +60,8 @@ InverseRun invert_neumann_series(const Mat& l_in, const MethodOptions& options, 
     return v;
   };
   Mat inv;
-  if (options.at("form") == "series") {
-    int terms = std::stoi(options.at("inv_iters"));
+  if (!params.product) {
+    int terms = params.inv_iters;
     if (terms == 0) terms = c;
     const Mat m = -l;  // exact
     if (terms == 1) {
@@ -82,7 +83,7 @@ InverseRun invert_neumann_series(const Mat& l_in, const MethodOptions& options, 
       }
     }
   } else {
-    int rounds = std::stoi(options.at("rounds"));
+    int rounds = params.rounds;
     if (rounds == 0)
       while ((1 << rounds) < c) ++rounds;
     rounds = std::max(rounds, 1);
@@ -109,15 +110,15 @@ InverseRun invert_neumann_series(const Mat& l_in, const MethodOptions& options, 
 }  // namespace
 
 extern const MethodSpec kNeumannSeriesMethod{
-    "neumann_series",
-    "truncated Neumann series of (I + L)^-1: form=series: sum_{n<N} (-L)^n, powers by repeated right "
-    "multiplication, N = inv_iters (0: C); form=product: (I - L)(I + L^2)(I + L^4)... with `rounds` factors "
-    "(0: all), INV = INV + INV P; accum=fp16 (mma.sync FP16 accumulation, FP16 adds), bf16 (BF16 operands, "
-    "FP32 accumulation) or fp32 (FMA chain); C zero-padded to a multiple of 16",
-    kDiagnostics,
-    invert_neumann_series,
-    false,
-    kParams,
+    .name = "neumann_series",
+    .arithmetic = "truncated Neumann series of (I + L)^-1: form=series: sum_{n<N} (-L)^n, powers by repeated right "
+                  "multiplication, N = inv_iters (0: C); form=product: (I - L)(I + L^2)(I + L^4)... with `rounds` "
+                  "factors (0: all), INV = INV + INV P; accum=fp16 (mma.sync FP16 accumulation, FP16 adds), bf16 "
+                  "(BF16 operands, FP32 accumulation) or fp32 (FMA chain); C zero-padded to a multiple of 16",
+    .diagnostics = kDiagnostics,
+    .invert = invert_neumann_series,
+    .params = kParams,
+    .parse = parse_as<NeumannSeriesParams>,
 };
 
 }  // namespace chunkinv

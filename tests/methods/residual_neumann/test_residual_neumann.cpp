@@ -8,6 +8,8 @@
 
 #include "core/fp.hpp"
 #include "methods/method_cases.hpp"
+#include "methods/residual_neumann/params.hpp"
+#include "support/usage_error.hpp"
 
 using namespace chunkinv;
 using namespace chunkinv::testing;
@@ -141,4 +143,22 @@ TEST(ResidualNeumann, OverflowShowsInTheDiagnostics) {
   EXPECT_TRUE(std::isinf(r.diagnostics[1]));  // residual_after
   const InverseRun f = with("residual_neumann").invert(l, false);  // FP32: finite
   EXPECT_TRUE(std::isfinite(f.diagnostics[2]));
+}
+
+// The typed parameters, made once from the axis value: band 0 stands for
+// order + 1; a wrong value is refused in one line naming it and what is allowed.
+TEST(ResidualNeumann, TypedParametersFromTheAxisValue) {
+  const ResidualNeumannParams d = method_of(find_method("residual_neumann")).params<ResidualNeumannParams>();
+  EXPECT_EQ(d.band, d.order + 1);
+  EXPECT_EQ(d.format, ResidualFormat::kFp32);
+  const ResidualNeumannParams p =
+      parse_method("residual_neumann:order=5:steps=2:band=2:format=int16:frac_bits=10").params<ResidualNeumannParams>();
+  EXPECT_EQ(p.order, 5);
+  EXPECT_EQ(p.steps, 2);
+  EXPECT_EQ(p.band, 2);
+  EXPECT_EQ(p.format, ResidualFormat::kInt16);
+  EXPECT_EQ(p.frac_bits, 10);
+  EXPECT_EQ(parse_method("residual_neumann:order=5").params<ResidualNeumannParams>().band, 6);
+  const std::string why = usage_error([] { parse_method("residual_neumann:format=int8"); });
+  EXPECT_EQ(why, "method residual_neumann: format = int8 must be one of fp32, bf16, fp16, int16");
 }

@@ -1,4 +1,4 @@
-// Method blockwise on the `kernel` path: its GPU form (gpu_inverse.hpp). The
+// Method blockwise on the `kernel` path: its GPU form (methods/gpu_form.hpp). The
 // slow, obvious reference is the method's CPU form (methods/blockwise.cpp);
 // every step below is that code's arithmetic, instruction for instruction.
 //
@@ -33,7 +33,8 @@
 #include "gpu/check.cuh"
 #include "gpu/ptx.cuh"
 #include "gpu/tiles.cuh"
-#include "paths/kernel/gpu_inverse.hpp"
+#include "methods/blockwise/params.hpp"
+#include "methods/gpu_form.hpp"
 
 namespace chunkinv::gpu {
 namespace {
@@ -301,19 +302,19 @@ void launch_mode(const InverseLaunch& la, int b, int lb) {
 }  // namespace
 
 void launch_blockwise(const InverseLaunch& la) {
-  if (!la.options) throw std::logic_error("launch_blockwise: no options");
-  const std::string& block = la.options->at("block");
-  const std::string& p = la.options->at("precision");
-  if (block != "8" && block != "16") throw std::logic_error("launch_blockwise: block " + block + " not covered");
+  if (!la.method) throw std::logic_error("launch_blockwise: no method");
+  const BlockwiseParams& p = la.method->params<BlockwiseParams>();
+  if (p.block != 8 && p.block != 16)
+    throw std::logic_error("launch_blockwise: block " + std::to_string(p.block) + " not covered");
   if (la.chunk < 2 || la.chunk > 64)
     throw std::logic_error("launch_blockwise: chunk " + std::to_string(la.chunk) + " outside 2..64");
   if (la.ndiag != 2) throw std::logic_error("launch_blockwise: expected 2 diagnostics");
   if (la.tasks <= 0) return;
-  const int b = block == "8" ? 8 : 16, lb = b == 8 ? 3 : 4;
-  if (p == "bf16") launch_mode<Mode::kBF16Mma>(la, b, lb);
-  else if (p == "fp32") launch_mode<Mode::kFP32>(la, b, lb);
-  else if (p == "tf32") launch_mode<Mode::kTF32>(la, b, lb);
-  else throw std::logic_error("launch_blockwise: precision " + p + " not covered");
+  const int b = p.block, lb = b == 8 ? 3 : 4;
+  if (p.arith == prec::Arith::kBF16Mma) launch_mode<Mode::kBF16Mma>(la, b, lb);
+  else if (p.arith == prec::Arith::kFP32) launch_mode<Mode::kFP32>(la, b, lb);
+  else if (p.arith == prec::Arith::kTF32) launch_mode<Mode::kTF32>(la, b, lb);
+  else throw std::logic_error("launch_blockwise: precision not covered");
 }
 
 }  // namespace chunkinv::gpu
