@@ -16,6 +16,7 @@
 #include "gpu/gpu.hpp"
 #include "metrics/metrics.hpp"
 #include "paths/gold/gold.hpp"
+#include "support/sequences.hpp"
 #include "support/shell.hpp"
 #include "support/usage_error.hpp"
 
@@ -24,24 +25,8 @@ namespace {
 
 using nlohmann::json;
 
-SeqConfig config(const std::string& family, int T, int C, int K, int V, json params = json::object()) {
-  SeqConfig c;
-  c.family = family;
-  c.seq_len = T;
-  c.chunk = C;
-  c.dim = K;
-  c.value_dim = V;
-  c.params = std::move(params);
-  complete(c);
-  validate_sequence_config(c);
-  return c;
-}
-
-std::vector<Mat> exact_inverses(const Sequence& s, int C) {
-  std::vector<Mat> a;
-  for (int n = 0; n < s.chunks(C); ++n) a.push_back(compute_gold(chunk_sample(s, C, n)).inv);
-  return a;
-}
+using testing::config;
+using testing::exact_inverses;
 
 double max_boundary_error(const Trace& a, const Trace& ref) {
   double m = 0;
