@@ -2,22 +2,30 @@
 # One device call that runs the scripted GPU checks in order of priority, each under a time limit, so that a
 # call cut short still returns what it finished (logs under $OUT; at most 8 files come back):
 #   1. build (/tmp/b, kept on a warm machine)
+#   t. every GPU test through ctest (Gpu*, DevicePipelineGpu*; the pipelines at 2*10^4 samples)
 #   2. kernel vs emulated on FlashKDA's raw inputs        (scripts/gpu-scale.sh raw)
 #   3. the GPU recurrence: tests, sanitizers, bench, peer (scripts/gpu-seq.sh)
 #   4. fla's chunk_kda and chunk_gated_delta_rule scored  (python/examples/score_fla.py, fla from .ext/fla)
 #   5. the same with their backward, T = 4096              (score_fla.py --backward)
 #   6. --pipeline device vs host at 10^6 samples          (scripts/gpu-scale.sh pipeline CHUNKS)
 #
-#   scripts/gpu-all.sh [STEPS] [CHUNKS]     STEPS: a comma list of raw,seq,fla,flabwd,pipeline (default all)
+#   scripts/gpu-all.sh [STEPS] [CHUNKS]     STEPS: a comma list of tests,raw,seq,fla,flabwd,pipeline (default all)
 set -uo pipefail
-steps=",${1:-raw,seq,fla,flabwd,pipeline},"
+steps=",${1:-tests,raw,seq,fla,flabwd,pipeline},"
 chunks="${2:-16,24,32,48,64}"
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 nvidia-smi -L | tee -a "$OUT/scale.log"
 bash scripts/gpu-scale.sh none > /dev/null 2>&1 || { tail -40 /tmp/build.log; exit 1; }   # the build only
+if [[ $steps == *,tests,* ]]; then
+  CHUNKINV_PIPELINE_SCALE_SAMPLES=${PIPELINE_SCALE_SAMPLES:-20000} CHUNKINV_PIPELINE_SCALE_SEEDS=1,2,3 \
+    timeout "${TESTS_LIMIT:-240}" ctest --test-dir /tmp/b -V -R '^Gpu|^DevicePipelineGpu' --timeout 200 > /tmp/gputests.log 2>&1
+  echo "gpu tests rc=$?" >> /tmp/gputests.log
+  gzip -c /tmp/gputests.log > "$OUT/gputests.log.gz"
+  grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|gpu tests rc|\[  FAILED " /tmp/gputests.log | tee -a "$OUT/scale.log"
+fi
 if [[ $steps == *,raw,* ]]; then
-  bash scripts/gpu-scale.sh raw > /dev/null 2>&1
+  timeout "${RAW_LIMIT:-150}" bash scripts/gpu-scale.sh raw > /dev/null 2>&1
   grep -E "^raw" "$OUT/scale.log"
 fi
 if [[ $steps == *,seq,* ]]; then
