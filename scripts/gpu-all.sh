@@ -40,7 +40,7 @@ python3 -c 'import einops' 2> /dev/null || export PYTHONPATH="$PWD/.ext/shim${PY
 score_fla() {  # name, timeout, options...
   local name=$1 limit=$2; shift 2
   rm -rf /tmp/$name
-  timeout "$limit" python3 python/examples/score_fla.py --chunkinv /tmp/b/chunkinv --fla .ext/fla --heads 2 \
+  timeout "$limit" python3 python/examples/score_fla.py --chunkinv /tmp/b/chunkinv --fla .ext --heads 2 \
     --out /tmp/$name "$@" > "$OUT/$name.log" 2>&1
   echo "score_fla $* rc=$?" | tee -a "$OUT/$name.log"
   if ls /tmp/$name/*-scored.json > /dev/null 2>&1; then
@@ -52,7 +52,7 @@ score_fla() {  # name, timeout, options...
   tail -4 "$OUT/$name.log"
 }
 # 4. forward at T = 1k, 8k, 64k; 5. the backward at T = 4k
-[[ $steps == *,fla,* ]] && score_fla fla 280 --tokens "${FLA_TOKENS:-1024,8192,65536}"
+[[ $steps == *,fla,* ]] && score_fla fla ${FLA_LIMIT:-280} --tokens "${FLA_TOKENS:-1024,8192,65536}"
 [[ $steps == *,flabwd,* ]] && score_fla flabwd 280 --tokens 4096 --backward
 if [[ $steps == *,pipeline,* ]]; then
   bash scripts/gpu-scale.sh pipeline "$chunks" 2>&1 | grep -E "pipeline|failed"
