@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "api/meta.hpp"
 #include "cli/commands.hpp"
-#include "cli/meta.hpp"
 #include "cli/summary.hpp"
 #include "core/error.hpp"
 #include "core/limits.hpp"
@@ -272,7 +272,7 @@ void run(const RunArgs& a) {
   runner.set_batch(check_memory(plan, run_samples, samples_name, cli_batch, a.per_sample, quantiles, budget));
 
   // What the results depend on: a resume must match it exactly.
-  nlohmann::json identity = build_identity();
+  nlohmann::json identity = api::build_identity();
   identity["experiment"] = spec.name;
   identity["seed"] = spec.seed;
   identity["samples"] = samples;
@@ -375,7 +375,7 @@ void run(const RunArgs& a) {
     return;
   }
 
-  const std::string now = utc_now();
+  const std::string now = api::utc_now();
   std::vector<std::string> argv = invocation().argv;
   std::string started = now;
   if (ckpt) {  // the report says what the first part of the run was
@@ -412,33 +412,35 @@ void run(const RunArgs& a) {
   timeline("run: computed");
   stop_point.reset();  // from here a signal ends the run at once (the checkpoint holds everything)
 
-  Report report;
-  report.results = std::move(result.entries);
-  report.meta = make_meta(paths, runner.pool().size(), started);
-  report.meta["argv"] = argv;
-  if (a.resume) report.meta["resumed"] = now;
-  if (!result.skipped.empty()) report.meta["skipped"] = result.skipped;
-  report.meta["seed"] = spec.seed;
-  report.meta["samples"] = samples;
-  report.meta["experiment"] = spec.name;
-  if (!opt.metrics.empty()) report.meta["metrics"] = opt.metrics;
-  report.meta["quantiles"] = quantiles == Quantiles::kExact
-                                 ? nlohmann::json{{"mode", "exact"}}
-                                 : nlohmann::json{{"mode", "sketch"}, {"relative_error", kSketchRelativeError}};
-  if (shard) report.meta["shard"] = shard_meta(*shard, samples, run_identity);
+  api::MetaFields meta;
+  meta.paths = paths;
+  meta.threads = int(runner.pool().size());
+  meta.argv = argv;
+  meta.started = started;
+  if (a.resume) meta.resumed = now;
+  meta.skipped = result.skipped;
+  meta.seed = spec.seed;
+  meta.samples = samples;
+  meta.experiment = spec.name;
+  meta.metrics = opt.metrics;
+  meta.quantiles = quantiles;
+  if (shard) meta.shard = shard_meta(*shard, samples, run_identity);
   if (device) {
     nlohmann::json on_device = nlohmann::json::array();
     for (size_t g : result.on_device) on_device.push_back(describe(plan.groups[g].config));
-    report.meta["pipeline"] = {{"devices", device->devices()}, {"on_device", on_device}, {"on_host_why", result.on_host_why}};
+    meta.pipeline = {{"devices", device->devices()}, {"on_device", on_device}, {"on_host_why", result.on_host_why}};
   }
   if (until) {
     nlohmann::json unmet = nlohmann::json::array();
     for (size_t g : result.unmet) unmet.push_back(describe(plan.groups[g].config));
-    report.meta["until"] = {{"rule", until->text}, {"cap", samples}, {"unmet", unmet}};
+    meta.until = {{"rule", until->text}, {"cap", samples}, {"unmet", unmet}};
     if (!a.quiet && !result.unmet.empty())
       std::fprintf(stderr, "%s: %zu of %zu configurations reached the cap of %llu samples without it (meta.until.unmet)\n",
                    until->text.c_str(), result.unmet.size(), plan.groups.size(), static_cast<unsigned long long>(samples));
   }
+  Report report;
+  report.results = std::move(result.entries);
+  report.meta = api::make_meta(meta);
   if (out) {
     out->commit(report_to_json(report).dump(1) + "\n");
     if (ckpt) ckpt->remove();  // kept when the report could not be written: --resume writes it without computing
