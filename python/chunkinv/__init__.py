@@ -19,7 +19,7 @@ import numpy as _np
 
 from . import _core
 
-__all__ = ["paths", "methods", "gold", "inverse", "score", "chunked", "aggregate", "load_report", "testing",
+__all__ = ["paths", "methods", "gold", "inverse", "score", "chunked", "aggregate", "run", "load_report", "testing",
            "version"]
 version = _core.version
 
@@ -131,6 +131,52 @@ def aggregate(values, *, flag=False):
     """The report's statistics of per-sample values (median with infinities last, mean of the finite, p10,
     p90, p99, p999 (p99.9), p999999 (p99.9999), min, max, finite_count; Wilson interval for a 0/1 metric with flag=True)."""
     return _core.aggregate(_np.asarray(_host(values), dtype=_np.float64).ravel(), flag)
+
+
+def _axis(name, value):
+    """-a's text of one axis: a value, or a list of values as [v1,v2]."""
+    if isinstance(value, (list, tuple)):
+        return f"{name}=[{','.join(str(v) for v in value)}]"
+    return f"{name}={value}"
+
+
+def run(*configs, axes=(), inputs=None, samples=None, seed=None, paths=None, metrics=None, quantiles=None,
+        per_sample=False, worst=None, by=None, shard=None, until=None, until_ci=None, pipeline=None, devices=None,
+        threads=0, batch=None, max_memory=None, output=None, resume=False, dry_run=False):
+    """An experiment as ``chunkinv run`` runs it, through the same library calls (prepare, execute): the
+    report as a dict, the JSON that ``run -o`` writes (also written to ``output`` when given, saved as it goes
+    beside it as the command line does). ``configs``: config files; ``axes``: ``-a`` texts ("chunk=[16,32]")
+    or a dict {name: value or list}; ``paths``: "gold,emulated"; ``metrics``: a list or "a,b"; ``quantiles``:
+    "auto", "exact" or "sketch"; ``shard``: "i/n"; ``until``/``until_ci``: stop rules as text;
+    ``max_memory``: bytes or "8G". The rest as the command line's options of the same name. Every option is
+    checked before anything runs: a bad one is a ValueError with the command line's message. With dry_run,
+    the plan ``run --dry-run`` prints, as text."""
+    r = _core.RunRequest()
+    r.configs = [str(c) for c in configs]
+    r.axes = [_axis(k, v) for k, v in axes.items()] if isinstance(axes, dict) else [str(a) for a in axes]
+    r.inputs = "" if inputs is None else str(inputs)
+    r.samples = 0 if samples is None else samples
+    r.seed = seed
+    r.paths = paths or ""
+    r.metrics = [] if not metrics else metrics.split(",") if isinstance(metrics, str) else list(metrics)
+    r.quantiles = quantiles or ""
+    r.per_sample = per_sample
+    r.worst = worst or 0
+    r.worst_by = by or ""
+    r.shard, r.until, r.until_ci = shard or "", until or "", until_ci or ""
+    r.pipeline, r.devices = pipeline or "", devices or ""
+    r.threads = threads
+    r.batch = batch or 0
+    if isinstance(max_memory, str):
+        r.max_memory = _core.parse_size(max_memory)
+    elif max_memory is not None:
+        r.max_memory = max_memory
+    r.output = "" if output is None else str(output)
+    r.resume, r.dry_run = resume, dry_run
+    given = {k: v for k, v in locals().items() if k not in ("r", "configs") and v not in (None, False, (), 0, "")}
+    r.argv = ["chunkinv.run", *r.configs, *(f"{k}={v!r}" for k, v in given.items())]
+    out = _core.run(r)
+    return out if dry_run else _json.loads(out)
 
 
 def _host(x):

@@ -19,7 +19,11 @@
 #include <cuda_runtime.h>
 #endif
 
+#include <fmt/format.h>
+
+#include "api/run.hpp"
 #include "core/error.hpp"
+#include "core/limits.hpp"
 #include "gpu/gpu.hpp"
 #include "io/tensor.hpp"
 #include "core/thread_pool.hpp"
@@ -30,6 +34,7 @@
 #include "paths/gold/gold.hpp"
 #include "paths/path.hpp"
 #include "report/report.hpp"
+#include "report/worst.hpp"
 
 namespace py = pybind11;
 using namespace chunkinv;
@@ -389,6 +394,28 @@ py::list method_list() {
 
 std::string read_report_json(const std::string& path) { return report_to_json(read_report(path)).dump(); }
 
+// chunkinv.run(): the request `chunkinv run` makes of its options, through
+// the same prepare() and execute(); the report as the JSON text `run -o`
+// writes (written there too when the request names an output), or with
+// dry_run the plan `run --dry-run` prints. Python's values are checked as
+// the command line checks its strings.
+std::string run_request(api::RunRequest r) {
+  if (r.threads < 0 || r.threads > 1024) throw UsageError(fmt::format("threads {}: must be a whole number from 0 to 1024", r.threads));
+  std::string metrics;
+  for (const std::string& m : r.metrics) metrics += (metrics.empty() ? "" : ",") + m;
+  r.metrics = parse_metric_list(metrics, "metrics");
+  r.worst = parse_worst(r.worst ? std::to_string(r.worst) : "", r.worst_by);
+  api::Prepared p = api::prepare(std::move(r));
+  if (p.request.dry_run) return api::plan_text(p);
+  Report report;
+  {
+    py::gil_scoped_release unlocked;  // the run's threads need no Python
+    report = api::execute(p);
+    api::write(p, report);
+  }
+  return report_to_json(report).dump(1);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, mod) {
@@ -414,4 +441,32 @@ PYBIND11_MODULE(_core, mod) {
           py::arg("chunk") = 0, py::arg("tail") = "pad");
   mod.def("aggregate", &aggregate_values, py::arg("values"), py::arg("flag") = false);
   mod.def("read_report", &read_report_json, py::arg("path"));
+  py::class_<api::RunRequest>(mod, "RunRequest", "chunkinv run's options, typed (src/api/run.hpp)")
+      .def(py::init<>())
+      .def_readwrite("configs", &api::RunRequest::configs)
+      .def_readwrite("axes", &api::RunRequest::axes)
+      .def_readwrite("inputs", &api::RunRequest::inputs)
+      .def_readwrite("samples", &api::RunRequest::samples)
+      .def_readwrite("seed", &api::RunRequest::seed)
+      .def_readwrite("batch", &api::RunRequest::batch)
+      .def_readwrite("threads", &api::RunRequest::threads)
+      .def_readwrite("max_memory", &api::RunRequest::max_memory)
+      .def_readwrite("checkpoint_every", &api::RunRequest::checkpoint_every)
+      .def_readwrite("paths", &api::RunRequest::paths)
+      .def_readwrite("metrics", &api::RunRequest::metrics)
+      .def_readwrite("worst", &api::RunRequest::worst)
+      .def_readwrite("worst_by", &api::RunRequest::worst_by)
+      .def_readwrite("shard", &api::RunRequest::shard)
+      .def_readwrite("until", &api::RunRequest::until)
+      .def_readwrite("until_ci", &api::RunRequest::until_ci)
+      .def_readwrite("quantiles", &api::RunRequest::quantiles)
+      .def_readwrite("pipeline", &api::RunRequest::pipeline)
+      .def_readwrite("devices", &api::RunRequest::devices)
+      .def_readwrite("per_sample", &api::RunRequest::per_sample)
+      .def_readwrite("output", &api::RunRequest::output)
+      .def_readwrite("resume", &api::RunRequest::resume)
+      .def_readwrite("dry_run", &api::RunRequest::dry_run)
+      .def_readwrite("argv", &api::RunRequest::argv);
+  mod.def("run", &run_request, py::arg("request"));
+  mod.def("parse_size", [](const std::string& text) { return parse_size("max_memory", text); }, py::arg("text"));
 }

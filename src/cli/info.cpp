@@ -7,8 +7,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "api/meta.hpp"
 #include "cli/commands.hpp"
-#include "cli/meta.hpp"
 #include "core/error.hpp"
 #include "arith/decay.hpp"
 #include "gpu/gpu.hpp"
@@ -32,7 +32,7 @@ nlohmann::json info_json() {
                     {"memory_bytes", d.memory_bytes}});
   return {{"tool", "chunkinv"},
           {"version", CHUNKINV_VERSION},
-          {"git_commit", build_identity()["git_commit"]},
+          {"git_commit", api::build_identity()["git_commit"]},
           {"compiler", CHUNKINV_COMPILER},
           {"cuda_built", gpu::built()},
           {"paths", path_names()},
@@ -53,7 +53,7 @@ void info(const InfoArgs& a) {
     fmt::print("{}\n", j.dump(1));
     return;
   }
-  fmt::print("{}, {}\n", version_line(), CHUNKINV_COMPILER);
+  fmt::print("{}, {}\n", api::version_line(), CHUNKINV_COMPILER);
   fmt::print("paths:        {}\n", fmt::join(path_names(), ", "));
   fmt::print("paths usable: {}\n", fmt::join(path_names_usable(), ", "));
   fmt::print("methods:      {}\n", fmt::join(method_names(), ", "));

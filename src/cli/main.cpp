@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
-#include "cli/meta.hpp"
+#include "api/meta.hpp"
 #include "core/error.hpp"
 #include "core/progress.hpp"
 #include "core/signals.hpp"
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   cli::find_installed_data();
 
   CLI::App app{"chunkinv: precision lab for the intra-chunk triangular inverse (I + L)^-1"};
-  app.set_version_flag("--version", cli::version_line());
+  app.set_version_flag("--version", api::version_line());
   app.footer(cli::kExitCodes);
   app.require_subcommand(1);
   cli::set_run_command(app);

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "api/meta.hpp"
 #include "cli/commands.hpp"
-#include "cli/meta.hpp"
 #include "core/error.hpp"
 #include "report/merge.hpp"
 
@@ -28,8 +28,7 @@ void run_merge(const MergeOptions& o) {
   std::vector<ShardReport> shards;
   for (const std::string& path : o.reports) shards.push_back({path, read_report(path)});
   Report merged = merge_shards(shards, o.rules);
-  merged.meta["merged"]["argv"] = invocation().argv;
-  merged.meta["merged"]["at"] = utc_now();
+  api::stamp_merge(merged.meta, invocation().argv);
   out.commit(report_to_json(merged).dump(1) + "\n");
   if (!o.quiet && !out.to_stdout())
     std::fprintf(stderr, "merged %zu shards (%s samples per configuration) into %s\n", shards.size(),

@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "api/meta.hpp"
 #include "cli/commands.hpp"
-#include "cli/meta.hpp"
 #include "cli/seq.hpp"
 #include "cli/summary.hpp"
 #include "core/error.hpp"
@@ -106,7 +106,7 @@ void score(const ScoreArgs& a) {
   RunnerOptions opt;
   opt.threads = int(parse_count("--threads", a.threads, 0, 1024));
   opt.progress = !a.quiet;
-  const std::string started = utc_now();
+  const std::string started = api::utc_now();
   StatsOptions stats;
   stats.per_sample = a.per_sample;
   stats.worst = worst;
@@ -116,12 +116,17 @@ void score(const ScoreArgs& a) {
     for (const auto& why : result.skipped) std::fprintf(stderr, "skipped: %s\n", why.c_str());
   Report report;
   report.results = std::move(result.entries);
-  report.meta = make_meta(paths, opt.threads, started);
-  if (!result.skipped.empty()) report.meta["skipped"] = result.skipped;
-  report.meta["seed"] = 0;
-  report.meta["samples"] = samples;
-  report.meta["experiment"] = spec.name;
-  report.meta["candidate"] = {{"file", printable(a.candidate)}, {"inputs", printable(a.inputs)}, {"holds", holds}};
+  api::MetaFields meta;
+  meta.paths = paths;
+  meta.threads = opt.threads;
+  meta.argv = invocation().argv;
+  meta.started = started;
+  meta.skipped = result.skipped;
+  meta.seed = 0;
+  meta.samples = samples;
+  meta.experiment = spec.name;
+  meta.candidate = {{"file", printable(a.candidate)}, {"inputs", printable(a.inputs)}, {"holds", holds}};
+  report.meta = api::make_meta(meta);
   if (out) out->commit(report_to_json(report).dump(1) + "\n");
   if (a.quiet) return;  // -q: nothing but errors, as in every subcommand
   const std::vector<NamedReport> shown{{a.output.empty() ? spec.name : a.output, report}};

@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "api/meta.hpp"
 #include "cli/commands.hpp"
-#include "cli/meta.hpp"
 #include "core/error.hpp"
 #include "core/output_file.hpp"
 #include "core/limits.hpp"
@@ -114,7 +114,7 @@ void search(const SearchArgs& a) {
     throw UsageError(fmt::format("--witness {}: is the report -o {}; give another file", witness_path, a.output));
 
   Evaluator evaluator(config, paths[0], method, objective, threads);
-  const std::string started = utc_now();
+  const std::string started = api::utc_now();
   const auto t0 = std::chrono::steady_clock::now();
   // The bar (share of the budget, time left, best so far) only on a terminal, never with -q.
   ProgressBar bar(double(o.budget), !a.quiet);
@@ -132,9 +132,13 @@ void search(const SearchArgs& a) {
 
   json j;
   j["schema"] = "chunkinv.search/1";
-  j["meta"] = make_meta(paths, evaluator.pool().size(), started);
-  j["meta"]["argv"] = invocation().argv;
-  j["meta"]["wall_s"] = wall_s;
+  api::MetaFields meta;
+  meta.paths = paths;
+  meta.threads = int(evaluator.pool().size());
+  meta.argv = invocation().argv;
+  meta.started = started;
+  meta.wall_s = wall_s;
+  j["meta"] = api::make_meta(meta);
   j["space"] = o.space.to_json();
   j["path"] = paths[0].label();
   j["method"] = method.label();

@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "api/meta.hpp"
 #include "cli/commands.hpp"
-#include "cli/meta.hpp"
 #include "cli/seq.hpp"
 #include "core/error.hpp"
 #include "core/json_read.hpp"
@@ -144,7 +144,7 @@ void seq(SeqArgs a) {
 
   // What the results depend on (a resume must match it; the shards of one
   // run share it but for the shard itself).
-  json identity = build_identity();
+  json identity = api::build_identity();
   identity["command"] = "seq";
   identity["axes"] = axes;
   identity["seed"] = set ? 0 : opt.seed;
@@ -177,7 +177,7 @@ void seq(SeqArgs a) {
     throw UsageError(fmt::format("output {}: {} holds an unfinished run; add --resume to finish it, or delete it to start over",
                                  a.output, ckpt_path));
   std::unique_ptr<Checkpoint> ckpt;
-  std::string started = utc_now();
+  std::string started = api::utc_now();
   std::vector<std::string> argv = invocation().argv;
   if (a.resume) {
     ckpt = Checkpoint::open(ckpt_path, identity, layout);
@@ -218,24 +218,27 @@ void seq(SeqArgs a) {
   if (result.entries.empty()) throw UsageError("seq: no path runs any method of these configurations (see skipped)");
   Report report;
   report.results = std::move(result.entries);
-  report.meta = make_meta(paths, opt.threads, started);
-  report.meta["argv"] = argv;
-  if (a.resume) report.meta["resumed"] = utc_now();
-  if (shard) report.meta["shard"] = shard_meta(*shard, set ? set->sequences.size() : samples, run_identity);
-  if (!result.skipped.empty()) report.meta["skipped"] = result.skipped;
-  report.meta["experiment"] = a.config.empty() ? "seq" : a.config;
-  report.meta["seed"] = set ? 0 : opt.seed;
-  report.meta["samples"] = set ? set->sequences.size() : samples;
-  if (set) report.meta["inputs"] = a.inputs;
+  api::MetaFields meta;
+  meta.paths = paths;
+  meta.threads = opt.threads;
+  meta.argv = argv;
+  meta.started = started;
+  if (a.resume) meta.resumed = api::utc_now();
+  if (shard) meta.shard = shard_meta(*shard, set ? set->sequences.size() : samples, run_identity);
+  meta.skipped = result.skipped;
+  meta.experiment = a.config.empty() ? "seq" : a.config;
+  meta.seed = set ? 0 : opt.seed;
+  meta.samples = set ? set->sequences.size() : samples;
+  if (set) meta.inputs = a.inputs;
   if (candidate) {
     json holds = candidate->ht.empty() ? json{"o"} : json{"o", "ht"};
     if (!candidate->dq.empty())
       for (const char* g : {"dq", "dk", "dv", "dg", "dbeta"}) holds.push_back(g);
-    report.meta["candidate"] = {{"file", a.candidate}, {"inputs", a.inputs}, {"holds", holds}};
+    meta.candidate = {{"file", a.candidate}, {"inputs", a.inputs}, {"holds", holds}};
   }
   json storage = json::object();
   for (const auto& g : groups) storage[g.config.storage] = std::string(find_storage(g.config.storage).models);
-  report.meta["downstream"] = {
+  meta.downstream = {
       {"reference", "the FP64 token recurrence (fla's naive_recurrent_kda): S_t = diag(exp(g_t)) S_{t-1}; "
                     "S_t += beta_t k_t (v_t - S_t^T k_t)^T; o_t = scale S_t^T q_t"},
       {"scale", "K^-1/2"},
@@ -247,12 +250,13 @@ void seq(SeqArgs a) {
   for (const auto& g : groups)
     if (g.config.backward != "none") backward[g.config.storage] = std::string(find_backward_storage(g.config.storage).models);
   if (!backward.empty())
-    report.meta["downstream"]["backward"] = {
+    meta.downstream["backward"] = {
         {"reference", "reverse mode through the FP64 token recurrence, derived by hand, of sum(do o) + sum(dht ht)"},
         {"upstream", "do: the inputs' own, else BF16 N(0, 1) from its own stream; dht: the inputs' own, else zero"},
         {"inverse", "stored: A as the forward stored it, read as the backward preset reads A; recomputed: the "
                     "path x method's A as it makes it"},
         {"storage", backward}};
+  report.meta = api::make_meta(meta);
   if (out) {
     out->commit(report_to_json(report).dump(1) + "\n");
     if (ckpt) ckpt->remove();  // kept when the report could not be written: --resume writes it without computing

@@ -1,4 +1,4 @@
-#include "cli/meta.hpp"
+#include "api/meta.hpp"
 
 #include <algorithm>
 #include <ctime>
@@ -7,13 +7,13 @@
 
 #include <fmt/format.h>
 
-#include "cli/commands.hpp"
 #include "git_commit.hpp"  // generated at every build: CHUNKINV_GIT_COMMIT_STR
 #include "gpu/gpu.hpp"
 #include "methods/method.hpp"
+#include "metrics/sketch.hpp"
 #include "paths/path.hpp"
 
-namespace chunkinv::cli {
+namespace chunkinv::api {
 
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
@@ -31,13 +31,13 @@ std::string version_line() {
 
 nlohmann::json build_identity() { return {{"version", CHUNKINV_VERSION}, {"git_commit", CHUNKINV_GIT_COMMIT_STR}}; }
 
-nlohmann::json make_meta(const std::vector<PathChoice>& paths, int threads, const std::string& started) {
+nlohmann::json make_meta(const MetaFields& f) {
   char host[256] = "";
   ::gethostname(host, sizeof host - 1);
   nlohmann::json arith = nlohmann::json::object(), fidelity = nlohmann::json::object(),
                  options = nlohmann::json::object(), methods_json = nlohmann::json::object();
   bool gpu_used = false;
-  for (const PathChoice& p : paths) {
+  for (const PathChoice& p : f.paths) {
     const std::string name(p.spec->name);
     arith[name] = p.spec->arithmetic();
     if (p.spec->fidelity) fidelity[name] = p.spec->fidelity();
@@ -49,11 +49,11 @@ nlohmann::json make_meta(const std::vector<PathChoice>& paths, int threads, cons
       {"tool", "chunkinv"},
       {"version", CHUNKINV_VERSION},
       {"git_commit", CHUNKINV_GIT_COMMIT_STR},
-      {"argv", invocation().argv},
+      {"argv", f.argv},
       {"compiler", CHUNKINV_COMPILER},
       {"host", host},
-      {"threads", threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))},
-      {"started", started},
+      {"threads", f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))},
+      {"started", f.started},
       {"finished", utc_now()},
       {"paths", arith},
       {"methods", methods_json},
@@ -68,7 +68,31 @@ nlohmann::json make_meta(const std::vector<PathChoice>& paths, int threads, cons
     m["cuda_runtime"] = gpu::runtime_version();
     m["cuda_driver"] = gpu::driver_version();
   }
+  // What the command adds.
+  if (!f.resumed.empty()) m["resumed"] = f.resumed;
+  if (!f.experiment.empty()) m["experiment"] = f.experiment;
+  if (f.seed) m["seed"] = *f.seed;
+  if (f.samples) m["samples"] = *f.samples;
+  if (!f.skipped.empty()) m["skipped"] = f.skipped;
+  if (!f.metrics.empty()) m["metrics"] = f.metrics;
+  if (f.quantiles)
+    m["quantiles"] = *f.quantiles == Quantiles::kExact
+                         ? nlohmann::json{{"mode", "exact"}}
+                         : nlohmann::json{{"mode", "sketch"}, {"relative_error", kSketchRelativeError}};
+  for (const auto& [key, value] : {std::pair<const char*, const nlohmann::json*>{"shard", &f.shard},
+                                   {"pipeline", &f.pipeline},
+                                   {"until", &f.until},
+                                   {"inputs", &f.inputs},
+                                   {"candidate", &f.candidate},
+                                   {"downstream", &f.downstream}})
+    if (!value->is_null()) m[key] = *value;
+  if (f.wall_s) m["wall_s"] = *f.wall_s;
   return m;
 }
 
-}  // namespace chunkinv::cli
+void stamp_merge(nlohmann::json& meta, const std::vector<std::string>& argv) {
+  meta["merged"]["argv"] = argv;
+  meta["merged"]["at"] = utc_now();
+}
+
+}  // namespace chunkinv::api
