@@ -2,7 +2,8 @@
 # One device call that runs the scripted GPU checks in order of priority, each under a time limit, so that a
 # call cut short still returns what it finished (logs under $OUT; at most 8 files come back):
 #   1. build (/tmp/b, kept on a warm machine)
-#   t. every GPU test through ctest (Gpu*, DevicePipelineGpu*; the pipelines at 2*10^4 samples)
+#   t. every GPU test through ctest (Gpu*, DevicePipelineGpu*; the pipelines at 2*10^4 samples), then every
+#      other test in parallel
 #   2. kernel vs emulated on FlashKDA's raw inputs        (scripts/gpu-scale.sh raw)
 #   3. the GPU recurrence: tests, sanitizers, bench, peer (scripts/gpu-seq.sh)
 #   4. fla's chunk_kda and chunk_gated_delta_rule scored  (python/examples/score_fla.py, fla from .ext/fla)
@@ -21,8 +22,12 @@ if [[ $steps == *,tests,* ]]; then
   CHUNKINV_PIPELINE_SCALE_SAMPLES=${PIPELINE_SCALE_SAMPLES:-20000} CHUNKINV_PIPELINE_SCALE_SEEDS=1,2,3 \
     timeout "${TESTS_LIMIT:-240}" ctest --test-dir /tmp/b -V -R '^Gpu|^DevicePipelineGpu' --timeout 200 > /tmp/gputests.log 2>&1
   echo "gpu tests rc=$?" >> /tmp/gputests.log
+  # every other test too (the GPU parts of DeviceMetrics, DeviceFamilies, DevicePipelineCli run here), in parallel
+  timeout "${OTHER_TESTS_LIMIT:-240}" ctest --test-dir /tmp/b -j "$(nproc)" --output-on-failure \
+    -E '^Gpu|^DevicePipelineGpu' --timeout 200 >> /tmp/gputests.log 2>&1
+  echo "other tests rc=$?" >> /tmp/gputests.log
   gzip -c /tmp/gputests.log > "$OUT/gputests.log.gz"
-  grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|gpu tests rc|\[  FAILED " /tmp/gputests.log | tee -a "$OUT/scale.log"
+  grep -E "tests passed|tests failed|\*\*\*Failed|Not Run|tests rc|\[  FAILED " /tmp/gputests.log | tee -a "$OUT/scale.log"
 fi
 if [[ $steps == *,raw,* ]]; then
   timeout "${RAW_LIMIT:-150}" bash scripts/gpu-scale.sh raw > /dev/null 2>&1
