@@ -125,7 +125,7 @@ fi
   echo "--- GPU test figures"
   grep -E '^([0-9]+: )?(mma|ex2|conversions|cublas|fast)' "$TEST_LOG" 2>/dev/null | cut -c1-220
   # kernel vs emulated / padding lines: only those with a difference, and a count.
-  ZERO='(decays 0/[0-9]+, L 0/[0-9]+, INV 0/[0-9]+, stable INV 0/[0-9]+, powers/max 0|: 0 differing elements.*)$'
+  ZERO='(decays 0/[0-9]+, L 0/[0-9]+, INV 0/[0-9]+, gold-L INV 0/[0-9]+, powers/max 0|: 0 differing elements.*)$'
   grep -E '^([0-9]+: )?kernel' "$TEST_LOG" 2>/dev/null | grep -vE "$ZERO" | cut -c1-220
   echo "kernel comparisons: $(grep -cE '^([0-9]+: )?kernel' "$TEST_LOG" 2>/dev/null) lines," \
        "$(grep -E '^([0-9]+: )?kernel' "$TEST_LOG" 2>/dev/null | grep -cE "$ZERO") with no difference"

@@ -10,8 +10,34 @@
 #include "core/error.hpp"
 #include "gpu/gpu.hpp"
 #include "inputs/device_families.hpp"
+#include "methods/method.hpp"
+#include "paths/path.hpp"
 
 namespace chunkinv {
+
+namespace {
+
+// The paths and the methods that declare a form on the GPU pipeline, for its reasons: "gold and kernel".
+std::string in_words(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return out;
+}
+std::string pipeline_paths() {
+  std::vector<std::string> names;
+  for (const PathSpec* p : chunkinv::paths())
+    if (p->pipeline_form != PipelineForm::kNone) names.emplace_back(p->name);
+  return in_words(names);
+}
+std::string pipeline_methods() {
+  std::vector<std::string> names;
+  for (const MethodSpec* m : methods())
+    if (m->on_device_pipeline) names.emplace_back(m->name);
+  return in_words(names);
+}
+
+}  // namespace
 
 bool device_pipeline_supports(const Group& g, const std::vector<PathChoice>& paths, std::string* why) {
   const auto no = [&](std::string reason) {
@@ -25,18 +51,22 @@ bool device_pipeline_supports(const Group& g, const std::vector<PathChoice>& pat
   for (const Task& t : g.tasks) {
     if (t.reference) continue;
     const PathChoice& p = paths.at(t.path);
-    if (p.spec->name == std::string_view("kernel")) {
-      if (kernel_path != SIZE_MAX && kernel_path != t.path)
-        return no("two kernel paths in one run: the GPU pipeline launches one");
-      kernel_path = t.path;
+    switch (p.spec->pipeline_form) {
+      case PipelineForm::kNone:
+        return no(fmt::format("path {} does not run on the GPU pipeline ({} do)", p.label(), pipeline_paths()));
+      case PipelineForm::kGold:
+        if (!p.options.empty()) return no(fmt::format("path {} takes no options", p.label()));
+        break;
+      case PipelineForm::kKernel:
+        if (kernel_path != SIZE_MAX && kernel_path != t.path)
+          return no("two kernel paths in one run: the GPU pipeline launches one");
+        kernel_path = t.path;
+        break;
     }
-    const std::string_view name = p.spec->name;
-    if (name != "gold" && name != "kernel")
-      return no(fmt::format("path {} does not run on the GPU pipeline (gold and kernel do)", p.label()));
-    if (name == "gold" && !p.options.empty()) return no(fmt::format("path {} takes no options", p.label()));
-    if (t.method.label() != "neumann")
-      return no(fmt::format("method {} does not run on the GPU pipeline (neumann at its defaults does)",
-                            t.method.label()));
+    // A method runs there at its defaults: its label is then its name.
+    if (!t.method.spec->on_device_pipeline || t.method.label() != t.method.spec->name)
+      return no(fmt::format("method {} does not run on the GPU pipeline ({} at its defaults does)", t.method.label(),
+                            pipeline_methods()));
   }
   // The gold path's Neumann inverse is the kernel's run on the gold L.
   if (g.config.dim % 16 != 0)

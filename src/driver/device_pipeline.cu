@@ -85,7 +85,7 @@ struct KernelChoice {
 };
 
 bool kernel_task(const Task& t, const std::vector<PathChoice>& paths) {
-  return !t.reference && paths[t.path].spec->name == std::string_view("kernel");
+  return !t.reference && paths[t.path].spec->pipeline_form == PipelineForm::kKernel;
 }
 
 // Whether the task's entry reports the metric (run --metrics).
@@ -259,7 +259,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
   const size_t csq = size_t(C) * C;
   const KernelChoice kc = kernel_choice(group, paths);
   const int cp = std::max((C + 15) / 16 * 16, kc.pad);
-  const gpu::KernelLaunch launch = gpu::plan_launch(cp, d), stable_launch = gpu::plan_stable_launch(cp, d);
+  const gpu::KernelLaunch launch = gpu::plan_launch(cp, d), gold_l_launch = gpu::plan_gold_l_launch(cp, d);
   const uint64_t batch = std::min(batch_samples(cfg, gw), batch_cap ? batch_cap : UINT64_MAX);
   const size_t cap = size_t(std::min<uint64_t>(batch, std::max<uint64_t>(range.count, 1)));
   cudaStream_t st = w.stream;
@@ -374,7 +374,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
     a.inv_decay = inv_decay;
     a.l = l;
     a.inv = inv;
-    a.stable_inv = sinv;
+    a.gold_l_inv = sinv;
     a.highest_power = hp;
     a.power_max = pmax;
     a.powers = nullptr;
@@ -390,8 +390,8 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
       gpu::KernelArgs b = a;
       b.task_first = n;
       b.task_end = 2 * n;
-      b.warp_smem = stable_launch.warp_smem;
-      run(b, stable_launch);
+      b.warp_smem = gold_l_launch.warp_smem;
+      run(b, gold_l_launch);
     }
     if (overlap) CUDA_CHECK(cudaEventRecord(ib.read, st));  // the last reader of the inputs
     clock.mark("kernel", st);

@@ -41,7 +41,7 @@
 namespace chunkinv {
 namespace {
 
-enum class Kind { kFloor, kModelLike, kWeakDecayCorrelated };
+using Kind = DeviceDraw::Kind;  // the family's generator (Family::device_draw)
 
 struct GenArgs {
   uint64_t seed = 0, first = 0;
@@ -238,8 +238,6 @@ void launch(const GenArgs& a, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-double param(const Configuration& c, const char* name) { return c.params.at(name).get<double>(); }
-
 }  // namespace
 
 void generate_on_device(const Configuration& c, uint64_t seed, uint64_t first, int n, const DeviceSampleBuffers& out,
@@ -251,6 +249,7 @@ void generate_on_device(const Configuration& c, uint64_t seed, uint64_t first, i
   if (n == 0) return;
   if (!out.keys || !out.g || !out.beta) throw UsageError("generate_on_device: keys, g and beta must be device buffers");
 
+  const DeviceDraw draw = *device_draw_of(c, nullptr);  // its parameters, read from the validated axes
   GenArgs a;
   a.seed = seed;
   a.first = first;
@@ -258,18 +257,14 @@ void generate_on_device(const Configuration& c, uint64_t seed, uint64_t first, i
   a.chunk = c.chunk;
   a.dim = c.dim;
   a.out = out;
-  const bool wdc = c.family == "weak_decay_correlated";
-  if (wdc) {
-    a.gate = param(c, "log_decay");
-    a.beta = param(c, "beta");
-  } else {
-    a.gate = param(c, "decay_floor");
-    a.channel = gated_per_channel(c);  // even at d = 1, where g has the shape of per-token gates
+  a.gate = draw.gate;
+  a.beta = draw.beta;        // weak_decay_correlated's; unread by the others
+  a.channel = draw.channel;  // even at d = 1, where g has the shape of per-token gates
+  switch (draw.kind) {
+    case Kind::kWeakDecayCorrelated: launch<Kind::kWeakDecayCorrelated>(a, stream); break;
+    case Kind::kFloor: launch<Kind::kFloor>(a, stream); break;
+    case Kind::kModelLike: launch<Kind::kModelLike>(a, stream); break;
   }
-
-  if (wdc) launch<Kind::kWeakDecayCorrelated>(a, stream);
-  else if (c.family == "floor") launch<Kind::kFloor>(a, stream);
-  else launch<Kind::kModelLike>(a, stream);
 }
 
 }  // namespace chunkinv

@@ -6,6 +6,7 @@
 // order (the key's norm is summed in column order by each row's warp).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "inputs/family.hpp"
@@ -16,28 +17,15 @@
 
 namespace chunkinv {
 
-// True for the families the device draws; otherwise false and, where `why`
-// is given, one line saying why.
-inline bool device_generates(const Configuration& c, std::string* why) {
-  if (c.family == "floor" || c.family == "model_like" || c.family == "weak_decay_correlated") return true;
-  if (why) {
-    if (c.family == "kda" || c.family == "collinear")
-      *why = "family " + c.family + " draws FlashKDA's raw inputs, which the device does not generate";
-    else if (c.family == "file" || c.family == "real_gates")
-      *why = "family " + c.family + " reads its samples from data; nothing to generate";
-    else
-      *why = "family " + c.family + " is not one the device generates (floor, model_like, weak_decay_correlated)";
-  }
-  return false;
-}
+// True for the families the device draws (their device_draw); otherwise
+// false and, where `why` is given, one line saying why.
+inline bool device_generates(const Configuration& c, std::string* why) { return device_draw_of(c, why).has_value(); }
 
-// gating=channel in a family that takes it (floor, model_like), as
-// families.cpp's gating_of reads it.
-inline bool gated_per_channel(const Configuration& c) {
-  return c.family != "weak_decay_correlated" && c.params.value("gating", nlohmann::json()) == "channel";
+// Values of g per token in the generated samples: d (per-channel gates) or 1.
+inline int generated_gate_width(const Configuration& c) {
+  const std::optional<DeviceDraw> draw = device_draw_of(c, nullptr);
+  return draw && draw->channel ? c.dim : 1;
 }
-// Values of g per token in the generated samples: d or 1.
-inline int generated_gate_width(const Configuration& c) { return gated_per_channel(c) ? c.dim : 1; }
 
 // Device pointers, sample-major: sample j of a call at offset j times the
 // sample's size. keys: n x C x d BF16 bits; g: n x C x gate width (FP64);

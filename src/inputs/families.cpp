@@ -2,6 +2,7 @@
 #include <cmath>
 #include <tuple>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/detmath.hpp"
 #include "core/error.hpp"
@@ -41,6 +42,11 @@ void random_unit_key(uint64_t seed, uint64_t index, int row, int dim, double* ou
 namespace {
 
 double param(const Configuration& c, const char* name) { return c.params.at(name).get<double>(); }
+// The same where the axis may still be missing or not a number (NaN then; validate() names it).
+double param_or_nan(const Configuration& c, const char* name) {
+  const auto it = c.params.find(name);
+  return it != c.params.end() && it->is_number() ? it->get<double>() : NAN;
+}
 
 void require_negative(const Configuration& c, const char* name) {
   if (!c.params.contains(name) || !c.params[name].is_number())
@@ -104,6 +110,9 @@ class DecayFloorFamily : public Family {
     require_negative(c, "decay_floor");
     validate_gating(c);
   }
+  std::optional<DeviceDraw> device_draw(const Configuration& c, std::string*) const override {
+    return DeviceDraw{.kind = device_kind(), .gate = param_or_nan(c, "decay_floor"), .channel = gating_of(c) == Gating::kChannel};
+  }
   Sample make(const Configuration& c, uint64_t seed, uint64_t index) const override {
     Sample s = blank(c, gating_of(c));
     random_keys(s, seed, index);
@@ -114,6 +123,7 @@ class DecayFloorFamily : public Family {
 
  protected:
   virtual void gates(Sample& s, double floor, uint64_t seed, uint64_t index) const = 0;
+  virtual DeviceDraw::Kind device_kind() const = 0;
 
  private:
   std::string floor_help_;
@@ -130,6 +140,7 @@ class FloorFamily : public DecayFloorFamily {
 
  protected:
   void gates(Sample& s, double floor, uint64_t, uint64_t) const override { std::fill(s.g.begin(), s.g.end(), floor); }
+  DeviceDraw::Kind device_kind() const override { return DeviceDraw::Kind::kFloor; }
 };
 
 class WeakDecayCorrelatedFamily : public Family {
@@ -147,6 +158,10 @@ class WeakDecayCorrelatedFamily : public Family {
     require_negative(c, "log_decay");
     const double b = c.params.contains("beta") && c.params["beta"].is_number() ? param(c, "beta") : NAN;
     if (!(b > 0.0 && b < 1.0)) throw UsageError(fmt::format("axis beta = {} must lie in (0, 1)", c.params.value("beta", nlohmann::json()).dump()));
+  }
+  std::optional<DeviceDraw> device_draw(const Configuration& c, std::string*) const override {
+    return DeviceDraw{.kind = DeviceDraw::Kind::kWeakDecayCorrelated, .gate = param_or_nan(c, "log_decay"),
+                      .beta = param_or_nan(c, "beta")};
   }
   Sample make(const Configuration& c, uint64_t seed, uint64_t index) const override {
     Sample s = blank(c);
@@ -169,6 +184,7 @@ class ModelLikeFamily : public DecayFloorFamily {
   }
 
  protected:
+  DeviceDraw::Kind device_kind() const override { return DeviceDraw::Kind::kModelLike; }
   void gates(Sample& s, double floor, uint64_t seed, uint64_t index) const override {
     if (s.gating == Gating::kToken) {
       const Rng gate(seed, index, Stream::kGate);
@@ -201,6 +217,45 @@ const std::vector<std::unique_ptr<Family>>& registry() {
 void Family::validate(const Configuration& c) const {
   if (c.chunk < 2 || c.chunk > 64) throw UsageError(fmt::format("axis chunk = {} is outside 2..64", c.chunk));
   if (c.dim < 1 || c.dim > 4096) throw UsageError(fmt::format("axis dim = {} is outside 1..4096", c.dim));
+}
+
+std::nullopt_t no_device_form(std::string* why, std::string reason) {
+  if (why) *why = std::move(reason);
+  return std::nullopt;
+}
+
+namespace {
+
+// The families with a device form, in registry order (each asked at its defaults).
+std::string device_family_list() {
+  std::vector<std::string> names;
+  for (const auto& f : registry()) {
+    Configuration c;
+    c.family = f->name();
+    for (const FamilyParam& p : f->params())
+      if (!p.default_value.is_null()) c.params[p.name] = p.default_value;
+    if (f->device_draw(c, nullptr)) names.push_back(f->name());
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// Why c's family has no device form, where no reason of its own is given.
+std::nullopt_t not_a_device_family(const Configuration& c, std::string* why) {
+  if (!why) return std::nullopt;  // (device_family_list asks with none)
+  static const std::string list = device_family_list();
+  return no_device_form(why, fmt::format("family {} is not one the device generates ({})", c.family, list));
+}
+
+}  // namespace
+
+std::optional<DeviceDraw> Family::device_draw(const Configuration& c, std::string* why) const {
+  return not_a_device_family(c, why);
+}
+
+std::optional<DeviceDraw> device_draw_of(const Configuration& c, std::string* why) {
+  for (const auto& f : registry())
+    if (f->name() == c.family) return f->device_draw(c, why);
+  return not_a_device_family(c, why);
 }
 
 const Family& find_family(std::string_view name) {

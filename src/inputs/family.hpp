@@ -25,6 +25,16 @@ struct Configuration {
   bool operator==(const Configuration& o) const { return axes() == o.axes(); }
 };
 
+// How the device draws a generated family's samples (inputs/device_families.cu),
+// bit for bit as the family's make() draws them on the CPU.
+struct DeviceDraw {
+  enum class Kind { kFloor, kModelLike, kWeakDecayCorrelated };
+  Kind kind = Kind::kFloor;
+  double gate = 0.0;     // decay_floor (floor, model_like) or log_decay (weak_decay_correlated)
+  double beta = 0.0;     // weak_decay_correlated's constant beta
+  bool channel = false;  // per-channel gates: d values of g per token, even at d = 1
+};
+
 struct FamilyParam {
   std::string name;
   nlohmann::json default_value;  // null: no default (the parameter is optional)
@@ -45,7 +55,18 @@ class Family {
   virtual std::optional<uint64_t> available_samples(const Configuration&) const { return std::nullopt; }
   // Axes the family takes from its data (e.g. chunk and dim of a tensor file).
   virtual void complete(Configuration&) const {}
+  // The family's device form (the GPU pipeline's source stage) for c, where
+  // it has one; else nullopt and, where `why` is given, one line saying why.
+  virtual std::optional<DeviceDraw> device_draw(const Configuration& c, std::string* why) const;
 };
+
+// A family without a device form says why in its device_draw: `reason` into
+// *why where given (family.cpp).
+std::nullopt_t no_device_form(std::string* why, std::string reason);
+
+// The device form of c's family, by the registry (device_draw); nullopt with
+// why for a family without one, or an unknown family.
+std::optional<DeviceDraw> device_draw_of(const Configuration& c, std::string* why);
 
 // The name by value: a reference to a temporary string would read, to
 // g++ 13, as a result that may dangle (-Wdangling-reference).

@@ -68,6 +68,9 @@ namespace {
 class FileFamily : public Family {
  public:
   std::string name() const override { return "file"; }
+  std::optional<DeviceDraw> device_draw(const Configuration& c, std::string* why) const override {
+    return no_device_form(why, "family " + c.family + " reads its samples from data; nothing to generate");
+  }
   std::string description() const override {
     return "the samples of a tensor set: keys [N,C,d], g [N,C], beta [N,C] (chunks), or keys [B,T,H,K], "
            "g [B,T,H], beta [B,T,H] and optional cu_seqlens (tokens, the fla/FlashKDA layout, cut into chunks of "

@@ -64,6 +64,9 @@ const FamilyParam kALog{"a_log", 0.0, "the head's A_log (a = e^a_log multiplies 
 class KdaFamily final : public Family {
  public:
   std::string name() const override { return "kda"; }
+  std::optional<DeviceDraw> device_draw(const Configuration& c, std::string* why) const override {
+    return no_device_form(why, "family " + c.family + " draws FlashKDA's raw inputs, which the device does not generate");
+  }
   std::string description() const override {
     return "FlashKDA's raw inputs: keys N(0,1) in BF16, not normalised; g_raw N(0, gate_scale^2) in BF16 per "
            "token and channel; beta_raw N(0,1) in BF16; dt_bias N(0, dt_bias_spread^2) in FP32 per channel; "
@@ -97,6 +100,9 @@ class KdaFamily final : public Family {
 class CollinearFamily final : public Family {
  public:
   std::string name() const override { return "collinear"; }
+  std::optional<DeviceDraw> device_draw(const Configuration& c, std::string* why) const override {
+    return no_device_form(why, "family " + c.family + " draws FlashKDA's raw inputs, which the device does not generate");
+  }
   std::string description() const override {
     return "FlashKDA's raw inputs: one key u ~ N(0, I) repeated, row t = u + eps n_t (n_t ~ N(0, I)), in BF16; "
            "every g_raw = gate_raw and beta_raw = beta_raw (BF16), dt_bias = 0; eps=0, gate_raw=-12, beta_raw=8, "

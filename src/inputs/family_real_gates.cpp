@@ -96,6 +96,9 @@ namespace {
 class RealGatesFamily : public Family {
  public:
   std::string name() const override { return "real_gates"; }
+  std::optional<DeviceDraw> device_draw(const Configuration& c, std::string* why) const override {
+    return no_device_form(why, "family " + c.family + " reads its samples from data; nothing to generate");
+  }
   std::string description() const override {
     return "g and beta of trained Gated DeltaNet models (data/gdn-gates), cut per head into chunks that never cross "
            "a sequence; random normalised keys; sample i takes chunk i mod count";

@@ -66,6 +66,9 @@ struct MethodSpec {
   std::any (*parse)(const MethodOptions& options) = nullptr;
   // The method's GPU form on the `kernel` path (<name>/gpu_form.cpp), or null.
   const gpu::GpuInverse* gpu_form = nullptr;
+  // Whether the GPU pipeline (driver/device_pipeline) runs it, at its
+  // default parameters.
+  bool on_device_pipeline = false;
 };
 
 // MethodSpec::parse of a method whose parameters are P.

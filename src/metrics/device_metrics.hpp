@@ -20,6 +20,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "metrics/metric_ids.hpp"
+
 #ifdef CHUNKINV_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -33,10 +35,11 @@ using MetricsStream = void*;
 #endif
 
 inline constexpr int kMaxMetricsChunk = 64;
-// Values per sample: method_metrics(neumann) (9 generic, highest_power,
-// power_max and their gold-L twins), and reference_metrics().
-inline constexpr int kNeumannMetricCount = 13;
-inline constexpr int kReferenceMetricCount = 4;
+// Values per sample: method_metrics(neumann) (the generic metrics,
+// highest_power, power_max and their gold-L twins), and reference_metrics(),
+// each at its id (metrics/metric_ids.hpp).
+inline constexpr int kNeumannMetricCount = metric_id::kNeumannCount;
+inline constexpr int kReferenceMetricCount = metric_id::kReferenceCount;
 
 struct GoldOnDevice {
   int n = 0;                         // samples

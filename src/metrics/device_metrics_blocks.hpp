@@ -43,8 +43,11 @@
 #include "gpu/pack.hpp"
 #include "metrics/device_metrics.hpp"
 #include "metrics/fp64_order.hpp"
+#include "metrics/metric_ids.hpp"
 
 namespace chunkinv::gpu::blocks {
+
+namespace id = metric_id;  // a sample's row of values, written by id
 
 inline constexpr int kKeyTile = 32;  // channels staged per step of the gold's dot products
 
@@ -270,10 +273,10 @@ CHUNKINV_HD inline void write_reference_fast(double* o, int C, const BlockFlags*
   r.err = acc[0];
   r.ref = acc[1];
   r.finite = fl->s2_bad == 0;
-  o[0] = 1.0;
-  o[1] = inv_ok ? 1.0 : 0.0;
-  o[2] = inv_ok ? r.value(C * C) : INFINITY;
-  o[3] = inv_ok ? hd::from_bits(fl->max_bits) : INFINITY;
+  o[id::kRefLFinite] = 1.0;
+  o[id::kRefInvFinite] = inv_ok ? 1.0 : 0.0;
+  o[id::kRefInverseResidual] = inv_ok ? r.value(C * C) : INFINITY;
+  o[id::kRefInvMaxAbs] = inv_ok ? hd::from_bits(fl->max_bits) : INFINITY;
 }
 
 // The gold's instantiations, one per shape of chunk: (tiles per thread,
@@ -819,17 +822,17 @@ CHUNKINV_HD void count_decays(const Block& blk, const PathOnDevice& p, long s, i
 }
 
 // A (path, neumann) entry's values that are not rel_rmse sums: the counts,
-// the finite flags and the diagnostics (o[0..3], o[9..12]).
+// the finite flags and the diagnostics.
 CHUNKINV_HD inline void write_counts_and_diagnostics(double* o, const PathOnDevice& p, long s, const BlockFlags* fl,
                                                      bool l_ok, bool inv_ok) {
-  o[0] = static_cast<double>(fl->zeros);
-  o[1] = static_cast<double>(fl->nonfinite);
-  o[2] = l_ok ? 1.0 : 0.0;
-  o[3] = inv_ok ? 1.0 : 0.0;
-  o[9] = p.highest_power ? static_cast<double>(p.highest_power[s]) : NAN;
-  o[10] = p.power_max ? static_cast<double>(p.power_max[s]) : NAN;
-  o[11] = p.gold_l_highest_power ? static_cast<double>(p.gold_l_highest_power[s]) : NAN;
-  o[12] = p.gold_l_power_max ? static_cast<double>(p.gold_l_power_max[s]) : NAN;
+  o[id::kDecayZeros] = static_cast<double>(fl->zeros);
+  o[id::kInvDecayNonfinite] = static_cast<double>(fl->nonfinite);
+  o[id::kLFinite] = l_ok ? 1.0 : 0.0;
+  o[id::kInvFinite] = inv_ok ? 1.0 : 0.0;
+  o[id::kHighestPower] = p.highest_power ? static_cast<double>(p.highest_power[s]) : NAN;
+  o[id::kPowerMax] = p.power_max ? static_cast<double>(p.power_max[s]) : NAN;
+  o[id::kGoldLHighestPower] = p.gold_l_highest_power ? static_cast<double>(p.gold_l_highest_power[s]) : NAN;
+  o[id::kGoldLPowerMax] = p.gold_l_power_max ? static_cast<double>(p.gold_l_power_max[s]) : NAN;
 }
 
 // Thread t's entries of R = (I + gold L) * B, all C x C (the full programs'
@@ -907,23 +910,23 @@ CHUNKINV_HD void metrics_program(const Block& blk, const GoldRead& g, const Path
       switch (q) {
         case 0:  // l_rel_rmse: path L vs gold L
           if (l_ok) v = rel_rmse_serial(C, l64, l16, gl);
-          o[4] = v;
+          o[id::kLRelRmse] = v;
           break;
         case 1:  // inv_total_rel_rmse: path INV vs gold inverse
           if (inv_ok) v = rel_rmse_serial(C, S0, nullptr, gi);
-          o[5] = v;
+          o[id::kInvTotalRelRmse] = v;
           break;
         case 2:  // inv_method_only_rel_rmse: path INV vs the exact inverse of I + path L
           if (l_ok && inv_ok) v = rel_rmse_serial(C, S0, nullptr, own_gold_l ? gi : S1);
-          o[6] = v;
+          o[id::kInvMethodOnlyRelRmse] = v;
           break;
         case 3:  // inv_gold_l_rel_rmse: the method on the gold L vs gold inverse
           v = p.gold_l_inv ? rel_rmse_serial(C, nullptr, p.gold_l_inv + at, gi) : NAN;
-          o[7] = v;
+          o[id::kInvGoldLRelRmse] = v;
           break;
         default:  // inverse_residual: rel_rmse((I + gold L) * INV, I)
           if (inv_ok) v = rel_rmse_serial(C, S2, nullptr, nullptr);
-          o[8] = v;
+          o[id::kInverseResidual] = v;
           break;
       }
     }
@@ -1243,12 +1246,12 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
       return r.value(C * C);
     };
     write_counts_and_diagnostics(o, p, s, fl, l_ok, inv_ok);
-    if (!read_l) o[2] = NAN;  // l_finite, not asked for
-    o[4] = !p.l_rel_rmse ? NAN : l_ok ? value(0, true) : INFINITY;
-    o[5] = inv_ok ? value(1, true) : INFINITY;
-    o[6] = !p.method_only ? NAN : method ? value(2, true) : INFINITY;
-    o[7] = p.gold_l_inv ? value(3, gold_run_ok) : NAN;
-    o[8] = !p.residual ? NAN : inv_ok ? value(4, fl->s2_bad == 0) : INFINITY;
+    if (!read_l) o[id::kLFinite] = NAN;  // l_finite, not asked for
+    o[id::kLRelRmse] = !p.l_rel_rmse ? NAN : l_ok ? value(0, true) : INFINITY;
+    o[id::kInvTotalRelRmse] = inv_ok ? value(1, true) : INFINITY;
+    o[id::kInvMethodOnlyRelRmse] = !p.method_only ? NAN : method ? value(2, true) : INFINITY;
+    o[id::kInvGoldLRelRmse] = p.gold_l_inv ? value(3, gold_run_ok) : NAN;
+    o[id::kInverseResidual] = !p.residual ? NAN : inv_ok ? value(4, fl->s2_bad == 0) : INFINITY;
   });
 }
 
@@ -1421,21 +1424,21 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
     if (t == 0 && k_fast) {
       double* o = out_k + size_t(s) * kNeumannMetricCount;
       write_counts_and_diagnostics(o, pk, s, fl, l_ok, inv_ok);
-      o[4] = l_ok ? value(m.acc[kKlErr], m.acc[kGlRef], true) : INFINITY;
-      o[5] = inv_ok ? value(m.acc[kKinvErr], m.acc[kGiRef], true) : INFINITY;
-      o[6] = method ? value(m.acc[kMethodErr], m.acc[kS1Ref], true) : INFINITY;
-      o[7] = value(m.acc[kRunErr], m.acc[kGiRef], run_ok);
-      o[8] = inv_ok ? value(m.acc[kKResErr], ones, (fl->s2_bad & kS2Kernel) == 0) : INFINITY;
+      o[id::kLRelRmse] = l_ok ? value(m.acc[kKlErr], m.acc[kGlRef], true) : INFINITY;
+      o[id::kInvTotalRelRmse] = inv_ok ? value(m.acc[kKinvErr], m.acc[kGiRef], true) : INFINITY;
+      o[id::kInvMethodOnlyRelRmse] = method ? value(m.acc[kMethodErr], m.acc[kS1Ref], true) : INFINITY;
+      o[id::kInvGoldLRelRmse] = value(m.acc[kRunErr], m.acc[kGiRef], run_ok);
+      o[id::kInverseResidual] = inv_ok ? value(m.acc[kKResErr], ones, (fl->s2_bad & kS2Kernel) == 0) : INFINITY;
     }
     if (t == (T > 32 ? 32 : 1) && g_fast) {  // on another warp where there is one
       double* o = out_g + size_t(s) * kNeumannMetricCount;
       BlockFlags none{};  // the gold path forms no decays
       write_counts_and_diagnostics(o, pg, s, &none, gl_ok, run_ok);
-      o[4] = gl_ok ? value(0.0, m.acc[kGlRef], true) : INFINITY;
-      o[5] = run_ok ? value(m.acc[kRunErr], m.acc[kGiRef], true) : INFINITY;
-      o[6] = gl_ok && run_ok ? value(m.acc[kRunErr], m.acc[kGiRef], true) : INFINITY;
-      o[7] = value(m.acc[kRunErr], m.acc[kGiRef], run_ok);
-      o[8] = run_ok ? value(m.acc[kGResErr], ones, (fl->s2_bad & kS2Gold) == 0) : INFINITY;
+      o[id::kLRelRmse] = gl_ok ? value(0.0, m.acc[kGlRef], true) : INFINITY;
+      o[id::kInvTotalRelRmse] = run_ok ? value(m.acc[kRunErr], m.acc[kGiRef], true) : INFINITY;
+      o[id::kInvMethodOnlyRelRmse] = gl_ok && run_ok ? value(m.acc[kRunErr], m.acc[kGiRef], true) : INFINITY;
+      o[id::kInvGoldLRelRmse] = value(m.acc[kRunErr], m.acc[kGiRef], run_ok);
+      o[id::kInverseResidual] = run_ok ? value(m.acc[kGResErr], ones, (fl->s2_bad & kS2Gold) == 0) : INFINITY;
     }
   });
 }
@@ -1540,11 +1543,11 @@ CHUNKINV_HD void reference_program(const Block& blk, const GoldRead& g, double* 
   blk.each([&](int t) {
     double* o = out + size_t(s) * kReferenceMetricCount;
     const bool inv_ok = fl->inv_bad == 0;
-    if (t == serial_thread(0, T)) o[2] = inv_ok ? rel_rmse_serial(C, S1, nullptr, nullptr) : INFINITY;
+    if (t == serial_thread(0, T)) o[id::kRefInverseResidual] = inv_ok ? rel_rmse_serial(C, S1, nullptr, nullptr) : INFINITY;
     if (t == serial_thread(1, T)) {
-      o[0] = fl->l_bad ? 0.0 : 1.0;
-      o[1] = inv_ok ? 1.0 : 0.0;
-      o[3] = inv_ok ? hd::from_bits(fl->max_bits) : INFINITY;
+      o[id::kRefLFinite] = fl->l_bad ? 0.0 : 1.0;
+      o[id::kRefInvFinite] = inv_ok ? 1.0 : 0.0;
+      o[id::kRefInvMaxAbs] = inv_ok ? hd::from_bits(fl->max_bits) : INFINITY;
     }
   });
 }

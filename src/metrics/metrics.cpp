@@ -10,12 +10,14 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "metrics/metric_ids.hpp"
 #include "methods/precision.hpp"
 
 namespace chunkinv {
 namespace {
 
 struct Generic {
+  metric_id::Generic id;
   MetricInfo info;
   double (*fn)(const GoldOutput& gold, const PathOutput& p);
 };
@@ -35,37 +37,52 @@ double count_if(const std::vector<double>& v, bool (*pred)(double)) {
   return n;
 }
 
-const Generic kGeneric[] = {
-    {{"decay_zeros", MetricKind::kCount, "count of decays == 0 (per row, or per element for per-channel gates)"},
+constexpr Generic kGeneric[] = {
+    {metric_id::kDecayZeros, {"decay_zeros", MetricKind::kCount, "count of decays == 0 (per row, or per element for per-channel gates)"},
      [](const GoldOutput&, const PathOutput& p) { return count_if(p.l.decay, [](double v) { return v == 0.0; }); }},
-    {{"inv_decay_nonfinite", MetricKind::kCount, "count of non-finite inverse decays"},
+    {metric_id::kInvDecayNonfinite, {"inv_decay_nonfinite", MetricKind::kCount, "count of non-finite inverse decays"},
      [](const GoldOutput&, const PathOutput& p) {
        return count_if(p.l.inv_decay, [](double v) { return !std::isfinite(v); });
      }},
-    {{"l_finite", MetricKind::kFlag, "1 if every entry of the path's L is finite"},
+    {metric_id::kLFinite, {"l_finite", MetricKind::kFlag, "1 if every entry of the path's L is finite"},
      [](const GoldOutput&, const PathOutput& p) { return all_finite(p.l.L) ? 1.0 : 0.0; }},
-    {{"inv_finite", MetricKind::kFlag, "1 if every entry of the path's INV is finite"},
+    {metric_id::kInvFinite, {"inv_finite", MetricKind::kFlag, "1 if every entry of the path's INV is finite"},
      [](const GoldOutput&, const PathOutput& p) { return all_finite(p.on_path_l.inv) ? 1.0 : 0.0; }},
-    {{"l_rel_rmse", MetricKind::kError, "path L vs gold L"},
+    {metric_id::kLRelRmse, {"l_rel_rmse", MetricKind::kError, "path L vs gold L"},
      [](const GoldOutput& g, const PathOutput& p) { return rel_rmse(p.l.L, g.L); }},
-    {{"inv_total_rel_rmse", MetricKind::kError, "path INV vs gold inverse"},
+    {metric_id::kInvTotalRelRmse, {"inv_total_rel_rmse", MetricKind::kError, "path INV vs gold inverse"},
      [](const GoldOutput& g, const PathOutput& p) { return rel_rmse(p.on_path_l.inv, g.inv); }},
-    {{"inv_method_only_rel_rmse", MetricKind::kError, "path INV vs the exact FP64 inverse of I + path L"},
+    {metric_id::kInvMethodOnlyRelRmse, {"inv_method_only_rel_rmse", MetricKind::kError, "path INV vs the exact FP64 inverse of I + path L"},
      [](const GoldOutput&, const PathOutput& p) {
        return all_finite(p.l.L) ? rel_rmse(p.on_path_l.inv, unit_lower_inverse(p.l.L)) : INFINITY;
      }},
-    {{"inv_gold_l_rel_rmse", MetricKind::kError, "the method on the gold L vs gold inverse"},
+    {metric_id::kInvGoldLRelRmse, {"inv_gold_l_rel_rmse", MetricKind::kError, "the method on the gold L vs gold inverse"},
      [](const GoldOutput& g, const PathOutput& p) { return rel_rmse(p.on_gold_l.inv, g.inv); }},
-    {{"inverse_residual", MetricKind::kError, "rel_rmse((I + gold L) * path INV, I) in FP64"},
+    {metric_id::kInverseResidual, {"inverse_residual", MetricKind::kError, "rel_rmse((I + gold L) * path INV, I) in FP64"},
      [](const GoldOutput& g, const PathOutput& p) { return residual(g.L, p.on_path_l.inv); }},
 };
 
-const MetricInfo kReference[] = {
-    {"l_finite", MetricKind::kFlag, "1 if every entry of the gold L is finite"},
-    {"inv_finite", MetricKind::kFlag, "1 if every entry of the gold inverse is finite"},
-    {"inverse_residual", MetricKind::kError, "rel_rmse((I + gold L) * gold INV, I) in FP64"},
-    {"inv_max_abs", MetricKind::kValue, "max |entry| of the gold inverse"},
+struct ReferenceMetric {
+  metric_id::Reference id;
+  MetricInfo info;
 };
+constexpr ReferenceMetric kReference[] = {
+    {metric_id::kRefLFinite, {"l_finite", MetricKind::kFlag, "1 if every entry of the gold L is finite"}},
+    {metric_id::kRefInvFinite, {"inv_finite", MetricKind::kFlag, "1 if every entry of the gold inverse is finite"}},
+    {metric_id::kRefInverseResidual,
+     {"inverse_residual", MetricKind::kError, "rel_rmse((I + gold L) * gold INV, I) in FP64"}},
+    {metric_id::kRefInvMaxAbs, {"inv_max_abs", MetricKind::kValue, "max |entry| of the gold inverse"}},
+};
+
+// Each metric at the position its id names (the device programs write by id).
+template <class T, size_t N>
+constexpr bool in_id_order(const T (&table)[N]) {
+  for (size_t i = 0; i < N; ++i)
+    if (static_cast<size_t>(table[i].id) != i) return false;
+  return true;
+}
+static_assert(in_id_order(kGeneric) && std::size(kGeneric) == metric_id::kGenericCount);
+static_assert(in_id_order(kReference) && std::size(kReference) == metric_id::kReferenceCount);
 
 // A seq entry's metrics (docs/downstream.md, "Metrics"), each with the way it
 // improves, so that check and table grade them as they grade the chunk's
@@ -221,7 +238,11 @@ const MetricSet& method_metrics(const MethodSpec& method) {
 }
 
 const MetricSet& reference_metrics() {
-  static const MetricSet s{{std::begin(kReference), std::end(kReference)}};
+  static const MetricSet s = [] {
+    MetricSet r;
+    for (const ReferenceMetric& m : kReference) r.infos.push_back(m.info);
+    return r;
+  }();
   return s;
 }
 
@@ -328,17 +349,18 @@ double rel_rmse(const Mat& a, const Mat& e) {
 
 void evaluate(const MethodSpec& method, const GoldOutput& gold, const PathOutput& p, double* out) {
   size_t k = 0;
-  for (const Generic& g : kGeneric) out[k++] = g.fn(gold, p);
+  for (const Generic& g : kGeneric) out[g.id] = g.fn(gold, p);
+  k = metric_id::kGenericCount;
   const size_t nd = method.diagnostics.size();
   for (size_t d = 0; d < nd; ++d) out[k++] = d < p.on_path_l.diagnostics.size() ? p.on_path_l.diagnostics[d] : NAN;
   for (size_t d = 0; d < nd; ++d) out[k++] = d < p.on_gold_l.diagnostics.size() ? p.on_gold_l.diagnostics[d] : NAN;
 }
 
 void evaluate_reference(const GoldOutput& gold, double* out) {
-  out[0] = all_finite(gold.L) ? 1.0 : 0.0;
-  out[1] = all_finite(gold.inv) ? 1.0 : 0.0;
-  out[2] = residual(gold.L, gold.inv);
-  out[3] = max_abs(gold.inv);
+  out[metric_id::kRefLFinite] = all_finite(gold.L) ? 1.0 : 0.0;
+  out[metric_id::kRefInvFinite] = all_finite(gold.inv) ? 1.0 : 0.0;
+  out[metric_id::kRefInverseResidual] = residual(gold.L, gold.inv);
+  out[metric_id::kRefInvMaxAbs] = max_abs(gold.inv);
 }
 
 }  // namespace chunkinv

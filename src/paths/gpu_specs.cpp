@@ -107,9 +107,23 @@ std::unique_ptr<Path> make_cublas(const PathOptions& o) {
 
 }  // namespace
 
-extern const PathSpec kKernelPath{"kernel",        Device::kGpu, false, kernel_arithmetic,    nullptr, unavailable,
-                                  kernel_supports, check_kernel_options, make_kernel, true};
-extern const PathSpec kCublasPath{"cublas",        Device::kGpu, false, cublas_arithmetic, nullptr, unavailable,
-                                  cublas_supports, check_cublas_options, make_cublas};
+extern const PathSpec kKernelPath{.name = "kernel",
+                                  .device = Device::kGpu,
+                                  .arithmetic = kernel_arithmetic,
+                                  .fidelity = nullptr,
+                                  .unavailable = unavailable,
+                                  .supports = kernel_supports,
+                                  .check_options = check_kernel_options,
+                                  .make = make_kernel,
+                                  .equals_cpu_model = true,
+                                  .pipeline_form = PipelineForm::kKernel};
+extern const PathSpec kCublasPath{.name = "cublas",
+                                  .device = Device::kGpu,
+                                  .arithmetic = cublas_arithmetic,
+                                  .fidelity = nullptr,
+                                  .unavailable = unavailable,
+                                  .supports = cublas_supports,
+                                  .check_options = check_cublas_options,
+                                  .make = make_cublas};
 
 }  // namespace chunkinv

@@ -52,6 +52,11 @@ using PathOptions = std::map<std::string, std::string>;
 
 enum class Device { kCpu, kGpu };
 
+// A path's form on the GPU pipeline (driver/device_pipeline), where it has
+// one: the gold's FP64 L and inverse computed on the device, or the kernel
+// path's launch on the device's own samples.
+enum class PipelineForm { kNone, kGold, kKernel };
+
 struct PathSpec {
   std::string_view name;
   Device device;
@@ -67,6 +72,7 @@ struct PathSpec {
   std::unique_ptr<Path> (*make)(const PathOptions& options);  // options already checked
   // Equal bit for bit to the CPU model (cpu_model_path()) on every output: checked, never assumed.
   bool equals_cpu_model = false;
+  PipelineForm pipeline_form = PipelineForm::kNone;
 };
 
 // A path as named on the command line: its spec and options.

@@ -202,6 +202,44 @@ TEST(DeviceFamilies, WhichFamiliesTheDeviceGenerates) {
   }
 }
 
+// What the device draws is declared by each family (Family::device_draw):
+// its generator and the parameters it reads from the axes.
+TEST(DeviceFamilies, EachFamilyDeclaresItsDeviceForm) {
+  Case ml{"model_like", "channel"};
+  Configuration c = config_of(ml, 16, 8);
+  c.params["decay_floor"] = -3.0;
+  std::optional<DeviceDraw> d = device_draw_of(c, nullptr);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, DeviceDraw::Kind::kModelLike);
+  EXPECT_EQ(d->gate, -3.0);
+  EXPECT_TRUE(d->channel);
+  c = config_of(Case{"floor", nullptr}, 16, 8);
+  d = device_draw_of(c, nullptr);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, DeviceDraw::Kind::kFloor);
+  EXPECT_EQ(d->gate, c.params.at("decay_floor").get<double>());
+  EXPECT_FALSE(d->channel);
+  c = config_of(Case{"weak_decay_correlated", nullptr}, 16, 8);
+  c.params["log_decay"] = -0.02;
+  c.params["beta"] = 0.25;
+  d = device_draw_of(c, nullptr);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, DeviceDraw::Kind::kWeakDecayCorrelated);
+  EXPECT_EQ(d->gate, -0.02);
+  EXPECT_EQ(d->beta, 0.25);
+  EXPECT_FALSE(d->channel);
+  // Without a device form: the reason says which families have one, from the registry.
+  Configuration unknown;
+  unknown.family = "no_such_family";
+  std::string why;
+  EXPECT_FALSE(device_draw_of(unknown, &why).has_value());
+  EXPECT_EQ(why, "family no_such_family is not one the device generates (floor, weak_decay_correlated, model_like)");
+  Configuration raw;
+  raw.family = "kda";
+  EXPECT_FALSE(device_draw_of(raw, &why).has_value());
+  EXPECT_NE(why.find("raw inputs"), std::string::npos) << why;
+}
+
 // --- GPU ---------------------------------------------------------------------
 
 #ifdef CHUNKINV_HAVE_CUDA

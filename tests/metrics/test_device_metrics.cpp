@@ -24,6 +24,7 @@
 #include "inputs/family.hpp"
 #include "methods/method.hpp"
 #include "metrics/device_metrics.hpp"
+#include "metrics/metric_ids.hpp"
 #include "metrics/device_metrics_blocks.hpp"
 #include "metrics/metrics.hpp"
 #include "paths/gold/gold.hpp"
@@ -657,6 +658,38 @@ TEST(DeviceMetrics, GoldColumnsSpreadOverTheBanks) {
 TEST(DeviceMetrics, MetricSetsHaveTheCountsTheDeviceWrites) {
   EXPECT_EQ(method_metrics(find_method("neumann")).size(), size_t(gpu::kNeumannMetricCount));
   EXPECT_EQ(reference_metrics().size(), size_t(gpu::kReferenceMetricCount));
+}
+
+// The device programs write each value at its id: every id names the metric
+// the host's sets hold at that position (every method's generic part too).
+TEST(DeviceMetrics, EveryIdNamesItsMetric) {
+  namespace id = metric_id;
+  const std::pair<int, const char*> neumann[] = {
+      {id::kDecayZeros, "decay_zeros"},
+      {id::kInvDecayNonfinite, "inv_decay_nonfinite"},
+      {id::kLFinite, "l_finite"},
+      {id::kInvFinite, "inv_finite"},
+      {id::kLRelRmse, "l_rel_rmse"},
+      {id::kInvTotalRelRmse, "inv_total_rel_rmse"},
+      {id::kInvMethodOnlyRelRmse, "inv_method_only_rel_rmse"},
+      {id::kInvGoldLRelRmse, "inv_gold_l_rel_rmse"},
+      {id::kInverseResidual, "inverse_residual"},
+      {id::kHighestPower, "highest_power"},
+      {id::kPowerMax, "power_max"},
+      {id::kGoldLHighestPower, "gold_l_highest_power"},
+      {id::kGoldLPowerMax, "gold_l_power_max"},
+  };
+  EXPECT_EQ(std::size(neumann), size_t(id::kNeumannCount));
+  for (const auto& [at, name] : neumann) EXPECT_STREQ(method_metrics(find_method("neumann")).infos.at(at).name, name);
+  for (const MethodSpec* m : methods())
+    for (int at = 0; at < id::kGenericCount; ++at)
+      EXPECT_STREQ(method_metrics(*m).infos.at(at).name, neumann[at].second) << m->name;
+  const std::pair<int, const char*> reference[] = {{id::kRefLFinite, "l_finite"},
+                                                   {id::kRefInvFinite, "inv_finite"},
+                                                   {id::kRefInverseResidual, "inverse_residual"},
+                                                   {id::kRefInvMaxAbs, "inv_max_abs"}};
+  EXPECT_EQ(std::size(reference), size_t(id::kReferenceCount));
+  for (const auto& [at, name] : reference) EXPECT_STREQ(reference_metrics().infos.at(at).name, name);
 }
 
 // ---- The block programs on the CPU -----------------------------------------

@@ -74,7 +74,7 @@ TEST(CublasPathOptions, BatchedIsTheOnlyOption) {
 // PyTorch's `.half()` of an FP64 tensor goes through float (c10::Half has a
 // float constructor only): a value just past an FP16 midpoint that rounds to
 // that midpoint in FP32 then ties to even. The article multiplies L by
-// `beta.half()` and runs the stable Neumann on `l_ref.half()`; the path does
+// `beta.half()` and runs Neumann on `l_ref.half()`; the path does
 // the same.
 namespace {
 struct HalfCase {

@@ -28,10 +28,10 @@ namespace {
 
 // Elements that differ between two runs of the same samples, per matrix kind.
 struct Diff {
-  size_t decay = 0, l = 0, inv = 0, stable_inv = 0, scalars = 0;
-  size_t decay_n = 0, l_n = 0, inv_n = 0, stable_n = 0;
+  size_t decay = 0, l = 0, inv = 0, gold_l_inv = 0, scalars = 0;
+  size_t decay_n = 0, l_n = 0, inv_n = 0, gold_l_n = 0;
   int shown = 0;
-  size_t total() const { return decay + l + inv + stable_inv + scalars; }
+  size_t total() const { return decay + l + inv + gold_l_inv + scalars; }
 };
 
 void compare_matrix(const char* what, int sample, const Mat& a, const Mat& b, size_t& count, size_t& n, Diff& d,
@@ -61,7 +61,7 @@ void compare_outputs(const std::vector<PathOutput>& a, const std::vector<PathOut
     }
     compare_matrix("L", int(s), a[s].l.L, b[s].l.L, d.l, d.l_n, d, a_name, b_name);
     compare_matrix("INV", int(s), a[s].on_path_l.inv, b[s].on_path_l.inv, d.inv, d.inv_n, d, a_name, b_name);
-    compare_matrix("INV on gold L", int(s), a[s].on_gold_l.inv, b[s].on_gold_l.inv, d.stable_inv, d.stable_n, d,
+    compare_matrix("INV on gold L", int(s), a[s].on_gold_l.inv, b[s].on_gold_l.inv, d.gold_l_inv, d.gold_l_n, d,
                    a_name, b_name);
     if (scalars) {  // the diagnostics: highest power, power max
       for (InverseRun PathOutput::*run : {&PathOutput::on_path_l, &PathOutput::on_gold_l}) {
@@ -125,8 +125,8 @@ TEST(GpuKernelPath, BitIdenticalToEmulated) {
         Diff d;
         compare_outputs(k, e, d, "kernel", "emulated");
         std::printf("kernel v%d vs emulated %-22s C=%-2d: differing decays %zu/%zu, L %zu/%zu, INV %zu/%zu, "
-                    "stable INV %zu/%zu, powers/max %zu\n",
-                    v, family, chunk, d.decay, d.decay_n, d.l, d.l_n, d.inv, d.inv_n, d.stable_inv, d.stable_n,
+                    "gold-L INV %zu/%zu, powers/max %zu\n",
+                    v, family, chunk, d.decay, d.decay_n, d.l, d.l_n, d.inv, d.inv_n, d.gold_l_inv, d.gold_l_n,
                     d.scalars);
         all_diff += d.total();
       });
@@ -160,9 +160,9 @@ TEST(GpuKernelPath, PerChannelGatesBitIdenticalToEmulated) {
           Diff d;
           compare_outputs(k, e, d, "kernel", "emulated");
           std::printf("kernel v%d vs emulated %-10s gating=channel d=%-3d C=%-2d: differing decays %zu/%zu, L %zu/%zu, "
-                      "INV %zu/%zu, stable INV %zu/%zu, powers/max %zu\n",
-                      v, family, dim, chunk, d.decay, d.decay_n, d.l, d.l_n, d.inv, d.inv_n, d.stable_inv,
-                      d.stable_n, d.scalars);
+                      "INV %zu/%zu, gold-L INV %zu/%zu, powers/max %zu\n",
+                      v, family, dim, chunk, d.decay, d.decay_n, d.l, d.l_n, d.inv, d.inv_n, d.gold_l_inv,
+                      d.gold_l_n, d.scalars);
           EXPECT_EQ(d.decay_n, size_t(2) * samples.size() * chunk * dim) << "decays per element";
           all_diff += d.total();
         });
@@ -201,7 +201,7 @@ TEST(GpuKernelPath, FlashkdaV2BitIdenticalToEmulated) {
       for (const auto& o : g) nonfinite += !o.on_path_l.inv.allFinite();
       std::printf("flashkda_v2 kernel vs emulated %-22s %-7s C=%-2d: differing decays %zu/%zu, L %zu/%zu, INV %zu/%zu, "
                   "INV on gold L %zu/%zu, diagnostics %zu\n",
-                  k.family, k.gating, chunk, d.decay, d.decay_n, d.l, d.l_n, d.inv, d.inv_n, d.stable_inv, d.stable_n,
+                  k.family, k.gating, chunk, d.decay, d.decay_n, d.l, d.l_n, d.inv, d.inv_n, d.gold_l_inv, d.gold_l_n,
                   d.scalars);
       all_diff += d.total();
     }
@@ -265,7 +265,7 @@ TEST(GpuKernelPath, RawInputsActivatedOnTheGpuAgainstTheModel) {
 }
 
 // More samples of model_like, where a 25-bit alignment to the true exponent
-// and to the nominal one (docs/paths-compared.md) give different stable-INV
+// and to the nominal one (docs/paths-compared.md) give different gold-L INV
 // elements: with 1000 samples (seed 7) they differ in 2 elements at C = 16
 // (samples 213, 726) and 3 at C = 32 (samples 213, 726, 956), measured on the
 // CPU. This test says which of the two the hardware follows.
@@ -283,8 +283,8 @@ TEST(GpuKernelPath, BitIdenticalToEmulatedManySamples) {
     Diff d;
     compare_outputs(k, e, d, "kernel", "emulated");
     std::printf("kernel vs emulated model_like C=%d, 1000 samples: differing decays %zu/%zu, L %zu/%zu, INV %zu/%zu, "
-                "stable INV %zu/%zu, powers/max %zu\n",
-                chunk, d.decay, d.decay_n, d.l, d.l_n, d.inv, d.inv_n, d.stable_inv, d.stable_n, d.scalars);
+                "gold-L INV %zu/%zu, powers/max %zu\n",
+                chunk, d.decay, d.decay_n, d.l, d.l_n, d.inv, d.inv_n, d.gold_l_inv, d.gold_l_n, d.scalars);
     all_diff += d.total();
   }
   EXPECT_EQ(all_diff, 0u);
@@ -330,9 +330,9 @@ TEST(GpuKernelPath, V2NonFiniteLExactly) {
         for (size_t q = 0; q < pa.size(); ++q)
           for (Eigen::Index i = 0; i < pa[q].m.size(); ++i) dp += !same_fp16(pa[q].m.data()[i], pb[q].m.data()[i]);
       }
-      std::printf("kernel v2 vs v1 %-22s C=%-2d: differing L %zu/%zu, INV %zu/%zu, stable INV %zu/%zu, "
+      std::printf("kernel v2 vs v1 %-22s C=%-2d: differing L %zu/%zu, INV %zu/%zu, gold-L INV %zu/%zu, "
                   "powers/max %zu, power elements %zu\n",
-                  family, chunk, d.l, d.l_n, d.inv, d.inv_n, d.stable_inv, d.stable_n, d.scalars, dp);
+                  family, chunk, d.l, d.l_n, d.inv, d.inv_n, d.gold_l_inv, d.gold_l_n, d.scalars, dp);
       all_diff += d.total();
       powers_diff += dp;
     }

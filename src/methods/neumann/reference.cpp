@@ -57,6 +57,7 @@ extern const MethodSpec kNeumannMethod{
                   "tiled 16x16x16 with the chunk zero-padded to a multiple of 16",
     .diagnostics = kDiagnostics,
     .invert = invert_neumann,
+    .on_device_pipeline = true,
 };
 
 // FlashKDA v1's K1 inverse under its own name, beside `flashkda_v2`

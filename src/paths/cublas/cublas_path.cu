@@ -256,8 +256,8 @@ class CublasPath final : public Path {
     const int n = int(samples.size());
     const int C = samples[0].chunk, d = samples[0].dim;
     if (C < 2 || C > 64) throw UsageError("path cublas: chunk " + std::to_string(C) + " outside 2..64");
-    const bool stable = !gold.empty();
-    const int mats = stable ? 2 * n : n;
+    const bool gold_runs = !gold.empty();
+    const int mats = gold_runs ? 2 * n : n;
     const size_t csq = size_t(C) * C, cd = size_t(C) * d;
     const size_t hslot = slot_of<uint16_t>(csq), sslot = slot_of<float>(csq), kslot = slot_of<float>(cd);
     const int gw = samples[0].gate_width();
@@ -266,7 +266,7 @@ class CublasPath final : public Path {
     uint16_t* h_keys = h_keys_.get(n * cd);
     float* h_x = h_x_.get(size_t(n) * cg);
     uint16_t* h_beta = h_beta_.get(size_t(n) * C);
-    uint16_t* h_gold = stable ? h_gold_.get(n * csq) : nullptr;
+    uint16_t* h_gold = gold_runs ? h_gold_.get(n * csq) : nullptr;
     constexpr size_t kBlock = 64;
     const size_t blocks = (size_t(n) + kBlock - 1) / kBlock;
     pool.parallel_for(blocks, [&](size_t b) {
@@ -283,7 +283,7 @@ class CublasPath final : public Path {
           }
         }
         for (int r = 0; r < C; ++r) h_beta[s * C + r] = torch_half_bits(x.beta[r]);
-        if (stable)
+        if (gold_runs)
           for (int r = 0; r < C; ++r)
             for (int c = 0; c < C; ++c) h_gold[s * csq + r * C + c] = torch_half_bits(gold[s].L(r, c));
       }
@@ -310,7 +310,7 @@ class CublasPath final : public Path {
     CUDA_CHECK(cudaMemcpyAsync(keys, h_keys, n * cd * 2, cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(x, h_x, size_t(n) * cg * 4, cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(beta, h_beta, size_t(n) * C * 2, cudaMemcpyHostToDevice, st));
-    if (stable)
+    if (gold_runs)
       CUDA_CHECK(cudaMemcpy2DAsync(P + n * hslot, hslot * 2, h_gold, csq * 2, csq * 2, n, cudaMemcpyHostToDevice, st));
     timer_.mark(1, st);
 
@@ -381,7 +381,7 @@ class CublasPath final : public Path {
         unpack_bf16_vector(o.l.inv_decay, h_inv_decay + s * cg, int(cg));
         unpack_fp16_matrix(o.l.L, h_l + s * csq, C);
         run_of(o.on_path_l, s);
-        if (stable) run_of(o.on_gold_l, n + s);
+        if (gold_runs) run_of(o.on_gold_l, n + s);
         else o.on_gold_l = InverseRun{};
       }
     });

@@ -107,7 +107,12 @@ std::unique_ptr<Path> make(const PathOptions&) { return std::make_unique<Emulate
 }  // namespace chunkinv::emulated
 
 namespace chunkinv {
-extern const PathSpec kEmulatedPath{"emulated", Device::kCpu, false, emulated::arithmetic, emulated::fidelity,
-                                    emulated::available, supports_every_method, takes_no_options,
-                                    emulated::make};
+extern const PathSpec kEmulatedPath{.name = "emulated",
+                                    .device = Device::kCpu,
+                                    .arithmetic = emulated::arithmetic,
+                                    .fidelity = emulated::fidelity,
+                                    .unavailable = emulated::available,
+                                    .supports = supports_every_method,
+                                    .check_options = takes_no_options,
+                                    .make = emulated::make};
 }  // namespace chunkinv

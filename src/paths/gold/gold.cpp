@@ -63,7 +63,15 @@ std::unique_ptr<Path> make(const PathOptions&) { return std::make_unique<GoldPat
 
 }  // namespace
 
-extern const PathSpec kGoldPath{"gold",           Device::kCpu, true, arithmetic, nullptr, available, supports_every_method,
-                                takes_no_options, make};
+extern const PathSpec kGoldPath{.name = "gold",
+                                .device = Device::kCpu,
+                                .reference = true,
+                                .arithmetic = arithmetic,
+                                .fidelity = nullptr,
+                                .unavailable = available,
+                                .supports = supports_every_method,
+                                .check_options = takes_no_options,
+                                .make = make,
+                                .pipeline_form = PipelineForm::kGold};
 
 }  // namespace chunkinv

@@ -47,7 +47,7 @@ struct V2Args {
   KernelArgs k;                     // keys, g, gate_width, fp16 beta (unused here), decays out
   int N = 8;                        // the inverse's padded size
   const float* beta32 = nullptr;    // n x C
-  const float* gold_l = nullptr;    // n x C x C, fp32(gold L); null: no stable run
+  const float* gold_l = nullptr;    // n x C x C, fp32(gold L); null: no run on the gold L
   float* l = nullptr;               // n x C x C, the FP32 L
   uint16_t* inv = nullptr;          // per task C x C, BF16
   float* diag_max = nullptr;        // per task
@@ -221,8 +221,8 @@ BatchTiming FlashkdaV2Runner::run_group(std::span<const Sample> samples, std::sp
   if (C < 2 || C > 64) throw UsageError("path kernel: chunk " + std::to_string(C) + " outside 2..64");
   if (d <= 0 || d % 16 != 0) throw UsageError("path kernel: dim " + std::to_string(d) + " is not a multiple of 16");
   const int N = padded_n(C), cp = std::max(16, N);
-  const bool stable = !gold.empty();
-  const int tasks = stable ? 2 * n : n;
+  const bool gold_runs = !gold.empty();
+  const int tasks = gold_runs ? 2 * n : n;
   const int gw = samples[0].gate_width();
   const size_t csq = size_t(C) * C, cd = size_t(C) * d, cg = size_t(C) * gw;
 
@@ -242,7 +242,7 @@ BatchTiming FlashkdaV2Runner::run_group(std::span<const Sample> samples, std::sp
   uint16_t* h_keys = h_keys_.get(n * cd);
   double* h_g = h_g_.get(size_t(n) * cg);
   float* h_beta = h_beta_.get(size_t(n) * C);
-  float* h_gold = stable ? h_gold_.get(n * csq) : nullptr;
+  float* h_gold = gold_runs ? h_gold_.get(n * csq) : nullptr;
   constexpr size_t kBlock = 64;
   const size_t blocks = (size_t(n) + kBlock - 1) / kBlock;
   pool.parallel_for(blocks, [&](size_t b) {
@@ -253,7 +253,7 @@ BatchTiming FlashkdaV2Runner::run_group(std::span<const Sample> samples, std::sp
       for (size_t e = 0; e < cd; ++e) h_keys[s * cd + e] = exact_bf16_bits(x.keys[e]);
       std::copy(x.g.begin(), x.g.end(), h_g + s * cg);
       for (int r = 0; r < C; ++r) h_beta[s * C + r] = static_cast<float>(x.beta[r]);  // fp32(beta), RN
-      if (stable)
+      if (gold_runs)
         for (int r = 0; r < C; ++r)
           for (int c = 0; c < C; ++c) h_gold[s * csq + r * C + c] = static_cast<float>(gold[s].L(r, c));
     }
@@ -275,7 +275,7 @@ BatchTiming FlashkdaV2Runner::run_group(std::span<const Sample> samples, std::sp
   a.k.inv_decay = d_inv_decay_.get(size_t(n) * cg);
   a.N = N;
   a.beta32 = d_beta_.get(size_t(n) * C);
-  a.gold_l = stable ? d_gold_.get(n * csq) : nullptr;
+  a.gold_l = gold_runs ? d_gold_.get(n * csq) : nullptr;
   a.l = d_l_.get(n * csq);
   a.inv = d_inv_.get(size_t(tasks) * csq);
   a.diag_max = d_dmax_.get(tasks);
@@ -287,7 +287,7 @@ BatchTiming FlashkdaV2Runner::run_group(std::span<const Sample> samples, std::sp
   CUDA_CHECK(cudaMemcpyAsync(const_cast<double*>(a.k.g), h_g, size_t(n) * cg * 8, cudaMemcpyHostToDevice, st));
   CUDA_CHECK(cudaMemsetAsync(const_cast<uint16_t*>(a.k.beta), 0, size_t(n) * C * 2, st));
   CUDA_CHECK(cudaMemcpyAsync(const_cast<float*>(a.beta32), h_beta, size_t(n) * C * 4, cudaMemcpyHostToDevice, st));
-  if (stable)
+  if (gold_runs)
     CUDA_CHECK(cudaMemcpyAsync(const_cast<float*>(a.gold_l), h_gold, n * csq * 4, cudaMemcpyHostToDevice, st));
   timer_.mark(1, st);
   const int grid = (tasks + warps - 1) / warps;
@@ -329,7 +329,7 @@ BatchTiming FlashkdaV2Runner::run_group(std::span<const Sample> samples, std::sp
       for (int i = 0; i < C; ++i)
         for (int j = 0; j < C; ++j) o.l.L(i, j) = double(h_l[s * csq + size_t(i) * C + j]);
       run_of(o.on_path_l, int(s));
-      if (stable) run_of(o.on_gold_l, n + int(s));
+      if (gold_runs) run_of(o.on_gold_l, n + int(s));
       else o.on_gold_l = InverseRun{};
     }
   });

@@ -57,8 +57,8 @@ BatchTiming GpuInverseRunner::run(const GpuInverse& form, const Method& method,
   const auto t0 = std::chrono::steady_clock::now();
   const int n = int(out.size()), C = int(out[0].l.L.rows());
   if (const std::string why = form.refuses(method, C); !why.empty()) throw UsageError(why);
-  const bool stable = !gold.empty();
-  const int tasks = stable ? 2 * n : n;
+  const bool gold_runs = !gold.empty();
+  const int tasks = gold_runs ? 2 * n : n;
   const size_t csq = size_t(C) * C;
   double* h = h_l_.get(size_t(tasks) * csq);
   constexpr size_t kBlock = 64;
@@ -71,7 +71,7 @@ BatchTiming GpuInverseRunner::run(const GpuInverse& form, const Method& method,
   pool.parallel_for(blocks, [&](size_t b) {
     for (size_t s = b * kBlock; s < std::min(size_t(n), (b + 1) * kBlock); ++s) {
       put(out[s].l.L, s);
-      if (stable) put(gold[s].L, n + s);
+      if (gold_runs) put(gold[s].L, n + s);
     }
   });
   const double pack_ms = detail::wall_ms_since(t0);
@@ -81,7 +81,7 @@ BatchTiming GpuInverseRunner::run(const GpuInverse& form, const Method& method,
   pool.parallel_for(blocks, [&](size_t b) {
     for (size_t s = b * kBlock; s < std::min(size_t(n), (b + 1) * kBlock); ++s) {
       unpack(out[s].on_path_l, int(s), C, nd);
-      if (stable) unpack(out[s].on_gold_l, int(n + s), C, nd);
+      if (gold_runs) unpack(out[s].on_gold_l, int(n + s), C, nd);
       else out[s].on_gold_l = InverseRun{};
     }
   });

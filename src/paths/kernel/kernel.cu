@@ -4,7 +4,7 @@
 //
 // One warp runs one task: either a whole sample (decays, scaled keys, L,
 // Neumann) or the Neumann arithmetic alone on a given FP16 matrix (the
-// `stable` run on fp16(gold L)). Everything of a task lives in the warp's
+// run on fp16(gold L)). Everything of a task lives in the warp's
 // slice of shared memory; the chunk is zero-padded to a multiple of 16.
 // Eigen (through core/matrix.hpp) calls constexpr host functions from host-device code.
 #pragma nv_diag_suppress 20015
@@ -141,7 +141,7 @@ __global__ void kernel_path_kernel(KernelArgs args) {
     const uint16_t* gl = args.gold_l + sample * csq;
     for (int e = lane; e < int(csq); e += 32) s.mat[0][(e / C) * ms + e % C] = gl[e];
     __syncwarp();
-    neumann(s, C, cp, lane, args.stable_inv + sample * csq, args.highest_power + task, args.power_max + task,
+    neumann(s, C, cp, lane, args.gold_l_inv + sample * csq, args.highest_power + task, args.power_max + task,
             powers);
     return;
   }
@@ -238,7 +238,7 @@ class KernelPath final : public Path {
   }
 
  private:
-  // l_only: decays and L alone (no inverse, no stable run): out's inverses are left as they are.
+  // l_only: decays and L alone (no inverse, no run on the gold L): out's inverses are left as they are.
   BatchTiming run_group(std::span<const Sample> samples, std::span<const GoldOutput> gold,
                         std::span<PathOutput> out, ThreadPool& pool, bool keep_powers, bool l_only = false) {
     using namespace detail;
@@ -248,8 +248,8 @@ class KernelPath final : public Path {
     if (C < 2 || C > 64) throw UsageError("path kernel: chunk " + std::to_string(C) + " outside 2..64");
     if (d <= 0 || d % 16 != 0) throw UsageError("path kernel: dim " + std::to_string(d) + " is not a multiple of 16");
     const int cp = std::max((C + 15) / 16 * 16, pad_);
-    const bool stable = !gold.empty() && !l_only;
-    const int tasks = stable ? 2 * n : n;
+    const bool gold_runs = !gold.empty() && !l_only;
+    const int tasks = gold_runs ? 2 * n : n;
     const size_t csq = size_t(C) * C, cd = size_t(C) * d;
     const int npow = neumann_powers(C);
     const int gw = samples[0].gate_width();
@@ -261,7 +261,7 @@ class KernelPath final : public Path {
     uint16_t* h_keys = h_keys_.get(n * cd);
     double* h_g = h_g_.get(size_t(n) * cg);
     uint16_t* h_beta = h_beta_.get(size_t(n) * C);
-    uint16_t* h_gold = stable ? h_gold_.get(n * csq) : nullptr;
+    uint16_t* h_gold = gold_runs ? h_gold_.get(n * csq) : nullptr;
     constexpr size_t kBlock = 64;
     const size_t blocks = (size_t(n) + kBlock - 1) / kBlock;
     pool.parallel_for(blocks, [&](size_t b) {
@@ -272,7 +272,7 @@ class KernelPath final : public Path {
           throw std::logic_error("path kernel: samples of one batch differ in gating");
         std::copy(x.g.begin(), x.g.end(), h_g + s * cg);
         for (int r = 0; r < C; ++r) h_beta[s * C + r] = fp16_bits_rn(x.beta[r]);
-        if (stable)
+        if (gold_runs)
           for (int r = 0; r < C; ++r)
             for (int c = 0; c < C; ++c) h_gold[s * csq + r * C + c] = fp16_bits_rn(gold[s].L(r, c));
       }
@@ -292,12 +292,12 @@ class KernelPath final : public Path {
     a.gate_width = gw;
     a.g = d_g_.get(size_t(n) * cg);
     a.beta = d_beta_.get(size_t(n) * C);
-    a.gold_l = stable ? d_gold_.get(n * csq) : nullptr;
+    a.gold_l = gold_runs ? d_gold_.get(n * csq) : nullptr;
     a.decay = d_decay_.get(size_t(n) * cg);
     a.inv_decay = d_inv_decay_.get(size_t(n) * cg);
     a.l = d_l_.get(n * csq);
     a.inv = d_inv_.get(n * csq);
-    a.stable_inv = stable ? d_stable_inv_.get(n * csq) : nullptr;
+    a.gold_l_inv = gold_runs ? d_gold_l_inv_.get(n * csq) : nullptr;
     a.highest_power = d_hp_.get(tasks);
     a.power_max = d_pmax_.get(tasks);
     a.powers = keep_powers ? d_powers_.get(size_t(tasks) * npow * csq) : nullptr;
@@ -307,7 +307,7 @@ class KernelPath final : public Path {
     CUDA_CHECK(cudaMemcpyAsync(const_cast<uint16_t*>(a.keys), h_keys, n * cd * 2, cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(const_cast<double*>(a.g), h_g, size_t(n) * cg * 8, cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(const_cast<uint16_t*>(a.beta), h_beta, size_t(n) * C * 2, cudaMemcpyHostToDevice, st));
-    if (stable)
+    if (gold_runs)
       CUDA_CHECK(cudaMemcpyAsync(const_cast<uint16_t*>(a.gold_l), h_gold, n * csq * 2, cudaMemcpyHostToDevice, st));
     timer_.mark(1, st);
     if (version_ == 2) launch_kernel_path_v2(a, tasks, st);
@@ -318,7 +318,7 @@ class KernelPath final : public Path {
     uint16_t* h_inv_decay = h_inv_decay_.get(size_t(n) * cg);
     uint16_t* h_l = h_l_.get(n * csq);
     uint16_t* h_inv = h_inv_.get(n * csq);
-    uint16_t* h_sinv = stable ? h_stable_inv_.get(n * csq) : nullptr;
+    uint16_t* h_sinv = gold_runs ? h_gold_l_inv_.get(n * csq) : nullptr;
     int* h_hp = h_hp_.get(tasks);
     float* h_pmax = h_pmax_.get(tasks);
     uint16_t* h_powers = keep_powers ? h_powers_.get(size_t(tasks) * npow * csq) : nullptr;
@@ -326,7 +326,7 @@ class KernelPath final : public Path {
     CUDA_CHECK(cudaMemcpyAsync(h_inv_decay, a.inv_decay, size_t(n) * cg * 2, cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemcpyAsync(h_l, a.l, n * csq * 2, cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemcpyAsync(h_inv, a.inv, n * csq * 2, cudaMemcpyDeviceToHost, st));
-    if (stable) CUDA_CHECK(cudaMemcpyAsync(h_sinv, a.stable_inv, n * csq * 2, cudaMemcpyDeviceToHost, st));
+    if (gold_runs) CUDA_CHECK(cudaMemcpyAsync(h_sinv, a.gold_l_inv, n * csq * 2, cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemcpyAsync(h_hp, a.highest_power, size_t(tasks) * 4, cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemcpyAsync(h_pmax, a.power_max, size_t(tasks) * 4, cudaMemcpyDeviceToHost, st));
     if (keep_powers)
@@ -354,7 +354,7 @@ class KernelPath final : public Path {
         unpack_fp16_matrix(o.l.L, h_l + s * csq, C);
         if (l_only) continue;
         run_of(o.on_path_l, h_inv + s * csq, int(s));
-        if (stable) run_of(o.on_gold_l, h_sinv + s * csq, int(n + s));
+        if (gold_runs) run_of(o.on_gold_l, h_sinv + s * csq, int(n + s));
         else o.on_gold_l = InverseRun{};
       }
     });
@@ -371,12 +371,12 @@ class KernelPath final : public Path {
   FlashkdaV2Runner v2_;
   GpuInverseRunner inverse_;
   detail::EventTimer timer_;
-  detail::PinnedBuffer<uint16_t> h_keys_, h_beta_, h_gold_, h_decay_, h_inv_decay_, h_l_, h_inv_, h_stable_inv_,
+  detail::PinnedBuffer<uint16_t> h_keys_, h_beta_, h_gold_, h_decay_, h_inv_decay_, h_l_, h_inv_, h_gold_l_inv_,
       h_powers_;
   detail::PinnedBuffer<double> h_g_;
   detail::PinnedBuffer<int> h_hp_;
   detail::PinnedBuffer<float> h_pmax_;
-  detail::DeviceBuffer<uint16_t> d_keys_, d_beta_, d_gold_, d_decay_, d_inv_decay_, d_l_, d_inv_, d_stable_inv_,
+  detail::DeviceBuffer<uint16_t> d_keys_, d_beta_, d_gold_, d_decay_, d_inv_decay_, d_l_, d_inv_, d_gold_l_inv_,
       d_powers_;
   detail::DeviceBuffer<double> d_g_;
   detail::DeviceBuffer<int> d_hp_;
@@ -398,7 +398,7 @@ KernelLaunch plan(int cp, int dim, bool keys) {
 }  // namespace
 
 KernelLaunch plan_launch(int cp, int dim) { return plan(cp, dim, true); }
-KernelLaunch plan_stable_launch(int cp, int dim) { return plan(cp, dim, false); }
+KernelLaunch plan_gold_l_launch(int cp, int dim) { return plan(cp, dim, false); }
 
 void launch_kernel_path(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t st) {
   const int blocks = (tasks + l.warps - 1) / l.warps;

@@ -13,12 +13,12 @@
 namespace chunkinv::gpu {
 
 struct KernelArgs {
-  int n = 0;                 // samples; tasks [0, n) are whole samples, [n, 2n) stable runs
+  int n = 0;                 // samples; tasks [0, n) are whole samples, [n, 2n) runs on the gold L
   int chunk = 0, dim = 0;    // C, d
   int cp = 0;                // C zero-padded to a multiple of 16
   int npow = 0;              // matrices in a powers record (L, L^2, ...)
   bool with_keys = true;     // shared memory holds the scaled keys
-  bool l_only = false;       // form decays and L only (no inverse; no stable tasks)
+  bool l_only = false;       // form decays and L only (no inverse; no gold-L tasks)
   size_t warp_smem = 0;      // bytes of shared memory per warp
   int task_first = 0;        // the launch runs tasks [task_first, task_end) (task_end 0: to the last)
   int task_end = 0;
@@ -26,12 +26,12 @@ struct KernelArgs {
   int gate_width = 1;               // values of g per token: 1 (per-token gates) or dim (per-channel)
   const double* g = nullptr;        // n x C x gate_width
   const uint16_t* beta = nullptr;   // n x C, fp16(beta) bits
-  const uint16_t* gold_l = nullptr; // n x C x C, fp16(gold L) bits; null: no stable run
+  const uint16_t* gold_l = nullptr; // n x C x C, fp16(gold L) bits; null: no run on the gold L
   uint16_t* decay = nullptr;        // n x C x gate_width, BF16
   uint16_t* inv_decay = nullptr;    // n x C x gate_width, BF16
   uint16_t* l = nullptr;            // n x C x C, FP16
   uint16_t* inv = nullptr;          // n x C x C, FP16
-  uint16_t* stable_inv = nullptr;   // n x C x C, FP16
+  uint16_t* gold_l_inv = nullptr;   // n x C x C, FP16
   int* highest_power = nullptr;     // per task
   float* power_max = nullptr;       // per task
   uint16_t* powers = nullptr;       // per task npow x C x C, or null
@@ -43,9 +43,9 @@ struct KernelLaunch {
 };
 
 KernelLaunch plan_launch(int cp, int dim);
-// The launch of stable runs alone (tasks [n, 2n), task_first = n): no keys in
+// The launch of runs on the gold L alone (tasks [n, 2n), task_first = n): no keys in
 // shared memory, so more warps an SM.
-KernelLaunch plan_stable_launch(int cp, int dim);
+KernelLaunch plan_gold_l_launch(int cp, int dim);
 void launch_kernel_path(const KernelArgs& a, const KernelLaunch& l, int tasks, cudaStream_t stream);
 // v2 (kernel_v2.cu): the same arithmetic, fewer instructions, CP / 16 warps
 // a task; it plans its own blocks and shared memory (a.warp_smem unused),

@@ -8,7 +8,7 @@
 // zeroes shared memory 16 bytes at a time, and writes outputs row by row
 // without divisions.
 //
-// A task (a whole sample, or a stable run on fp16(gold L)) takes CP / 16
+// A task (a whole sample, or a run on the gold L on fp16(gold L)) takes CP / 16
 // warps, warp w owning the output rows 16w..16w+15 of every product, so that
 // at C = 64 a task's chains of mma run on four warps side by side instead
 // of one; a block holds one such task, whose warps meet at its barrier. A
@@ -458,7 +458,7 @@ __global__ void __maxnreg__(kRegistersMax<CP>) kernel_path_v2(KernelArgs args, s
     // check of the zeros of an L from outside) made gold + kernel's launches
     // 7% slower at C = 32 (run 107: 12.02, 12.23 ns a sample, not 11.32, 11.26).
     const bool l_nonfinite = false;
-    neumann<CP>(s, C, tw, lane, l_nonfinite, args.stable_inv + sample * csq, args.highest_power + task,
+    neumann<CP>(s, C, tw, lane, l_nonfinite, args.gold_l_inv + sample * csq, args.highest_power + task,
                 args.power_max + task, powers);
     return;
   }
