@@ -19,6 +19,7 @@ namespace fs = std::filesystem;
 // The tensors `names` the container holds (load_tensor_set reads k, g and
 // beta from the same three containers; these are the tensors beside them).
 TensorMap read_named(const std::string& path, const std::vector<std::string>& names) {
+  check_tensor_set_memory(path, names);  // a set too large ends at once, by its headers
   TensorMap out;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
@@ -133,8 +134,15 @@ SequenceSet load_sequences(const std::string& path) {
 }
 
 bool holds_sequences(const std::string& path) {
+  // From the headers alone: reading a large set's data only to look for two
+  // names would cost its whole size in memory and time.
   try {
-    const TensorMap t = read_named(path, {"q", "v"});
+    std::error_code ec;
+    if (fs::is_directory(path, ec))
+      return fs::exists(fs::path(path) / "q.npy", ec) && fs::exists(fs::path(path) / "v.npy", ec);
+    const TensorMap t = path.ends_with(".npz")           ? read_npz_headers(path)
+                        : path.ends_with(".safetensors") ? read_safetensors_header(path)
+                                                         : TensorMap{};
     return t.count("q") && t.count("v");
   } catch (const UsageError&) {
     return false;  // not a tensor set at all: the chunk scoring names why

@@ -466,6 +466,10 @@ FoundMap read_container(const std::string& path, const std::vector<std::string>&
 
 }  // namespace
 
+void check_tensor_set_memory(const std::string& path, const std::vector<std::string>& names) {
+  check_load_memory(path, names);
+}
+
 TensorSet load_tensor_set(const std::string& path) {
   try {
     // The path is an axis of every report entry made from the set: text.

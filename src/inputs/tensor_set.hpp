@@ -85,6 +85,10 @@ struct TensorSet {
 // shapes, dtypes, finiteness, g <= 0 (both zeros: a decay of exactly 1) and
 // beta in (0, 1). Keys not stored as BF16 are rounded to BF16 (nearest even).
 TensorSet load_tensor_set(const std::string& path);
+// What reading the tensors `names` of the set at `path` would hold in memory,
+// from the headers alone; UsageError naming the file and the limit when it is
+// more than this process may use. Every reader of a whole set calls it first.
+void check_tensor_set_memory(const std::string& path, const std::vector<std::string>& names);
 
 // The same from the bytes of one .npz or .safetensors file, the container
 // chosen by the ending of `name` (which also names it in error messages).
