@@ -1,0 +1,254 @@
+// What every block program of metrics/device_metrics_blocks.hpp shares: the
+// block's flags, the tiles and slabs of its work split, the shared-memory
+// layouts, the loads and the residual's sums (the overview of the
+// programs, their phases and work split is in device_metrics_blocks.hpp).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/detmath_hd.hpp"
+#include "core/hd.hpp"
+#include "gpu/pack.hpp"
+#include "metrics/device_metrics.hpp"
+#include "metrics/fp64_order.hpp"
+#include "metrics/metric_ids.hpp"
+
+namespace chunkinv::gpu::blocks {
+
+namespace id = metric_id;  // a sample's row of values, written by id
+
+
+
+inline constexpr int kKeyTile = 32;  // channels staged per step of the gold's dot products
+
+struct BlockFlags {
+  int l_bad;          // some entry of an L is not finite
+  int inv_bad;        // some entry of an inverse is not finite
+  int zeros;          // decays == 0
+  int nonfinite;      // non-finite inverse decays
+  unsigned long long max_bits;  // bits of max |entry| (non-negative doubles order as their bits)
+  int upper;          // the fast program's test: kUpper* bits, what is nonzero above a diagonal or not finite
+  int sinv_bad;       // some entry of the run on the gold L is not finite
+  int s2_bad;         // some entry of the residual's product is not finite
+};
+inline constexpr size_t kFlagsBytes = 48;  // sizeof(BlockFlags) rounded up to 16
+static_assert(sizeof(BlockFlags) <= kFlagsBytes);
+
+CHUNKINV_HD inline int block_threads(int C) { return C <= 16 ? 32 : C <= 32 ? 64 : 128; }
+CHUNKINV_HD inline int tile_rows(int C) { return (C + 1) / 2; }
+// Tiles strictly below the diagonal of tiles; the diagonal's tiles, one a
+// row, are left to one thread each (block_threads(C) >= tile_rows(C)).
+CHUNKINV_HD inline int pair_tiles(int C) { return tile_rows(C) * (tile_rows(C) - 1) / 2; }
+CHUNKINV_HD inline int tiles_per_thread(int C) {
+  const int n = (pair_tiles(C) + block_threads(C) - 1) / block_threads(C);
+  return n > 0 ? n : 1;
+}
+// Tile q strictly below the diagonal of tiles, row by row: (ti, tj), tj < ti;
+// it holds the pairs (2ti + r, 2tj + c), r, c in {0, 1}.
+CHUNKINV_HD inline void tile_coords(int q, int& ti, int& tj) {
+  ti = 1;
+  while ((ti + 1) * ti / 2 <= q) ++ti;
+  tj = q - ti * (ti - 1) / 2;
+}
+
+// A lower triangle packed by rows: (i, j), j <= i, at i (i + 1) / 2 + j.
+CHUNKINV_HD inline int packed_size(int C) { return C * (C + 1) / 2; }
+CHUNKINV_HD inline int packed_at(int i, int j) { return i * (i + 1) / 2 + j; }
+
+// Entries of a slab: one a thread up to C = 16, 64 up to C = 32, so that a
+// block's shared memory stays small and more blocks share a multiprocessor
+// (the programs wait on latency, not on bandwidth); 256 above, where the
+// path's packed L needs as much of the same space anyway (the gold's
+// reference and the gold path's fast metrics, which keep no such L, take
+// 128 there: reference_slab_size, fast_slab_size).
+CHUNKINV_HD inline int slab_size(int C) {
+  const int s = C <= 16 ? 32 : C <= 32 ? 64 : 256;
+  return packed_size(C) < s ? packed_size(C) : s;
+}
+CHUNKINV_HD inline int slab_stride(int C) { return slab_size(C) | 1; }  // odd: the sums' threads read different banks
+// The reference's two sums (residual_sums) take slabs of 128 above C = 32,
+// one entry a thread of the gold's block, whose shared memory then lets
+// five blocks an SM at C = 64.
+CHUNKINV_HD inline int reference_slab_size(int C) {
+  return C > 32 ? (packed_size(C) < 128 ? packed_size(C) : 128) : slab_size(C);
+}
+CHUNKINV_HD inline int reference_slab_stride(int C) { return reference_slab_size(C) | 1; }
+
+// a + q[0] + q[1] + ... + q[len - 1], added in that order: one sum's slab.
+CHUNKINV_HD inline double add_terms(double a, const double* q, int len) {
+  for (int k = 0; k < len; ++k) a += q[k];
+  return a;
+}
+
+// Calls f(k, i, j) for thread t's entries k of the slab [k0, k0 + len) of
+// the packed lower triangle, (i, j) the entry's row and column.
+template <class F>
+CHUNKINV_HD inline void slab_entries(int k0, int len, int T, int t, const F& f) {
+  // The row of the first entry: the float root is within one of it at these sizes; then exact.
+  int i = k0 + t < k0 + len ? int((std::sqrt(8.0f * float(k0 + t) + 1.0f) - 1.0f) * 0.5f) : 0;
+  while (i > 0 && packed_at(i, 0) > k0 + t) --i;
+  for (int k = k0 + t; k < k0 + len; k += T) {
+    while (packed_at(i + 1, 0) <= k) ++i;
+    f(k, i, k - packed_at(i, 0));
+  }
+}
+
+// Calls f(e, i, j) for thread t's entries e = t, t + T, ... of a C x C
+// matrix, (i, j) = (e / C, e % C): one division, then steps (a division by
+// the runtime C at every entry was a fifth of a writing loop's instructions).
+template <class F>
+CHUNKINV_HD inline void matrix_entries(int C, int T, int t, const F& f) {
+  const int csq = C * C, di = T / C, dj = T % C;
+  int i = t / C, j = t % C;
+  for (int e = t; e < csq; e += T) {
+    f(e, i, j);
+    i += di;
+    j += dj;
+    if (j >= C) {
+      j -= C;
+      ++i;
+    }
+  }
+}
+
+// The gold's X (its inverse): C x C, row-major, up to C = 32; above, on a
+// finite L (gold_columns), by columns. The solve of column c starts at row
+// x_first(c) = c & ~31 (fp64_order.hpp; the threads of a warp walk the
+// same rows), but X keeps only rows x_kept(c) = c & ~3 (the panel of the
+// diagonal) to C - 1: the rows above are +0 (above the diagonal, on a
+// finite L; fp64_order.hpp), not solved for and read as +0. That took X
+// from 3,136 to 2,240 doubles at C = 64: six blocks an SM (run 75).
+// The columns of a group g (columns 4g .. 4g + 3, which keep the same
+// rows) are interleaved: row i of the group's four columns is four
+// consecutive doubles, from x_group(C, g) + 4 (i - 4g) on, and the group
+// is followed by x_pad(C) = 4 ((1 - C) mod 4) doubles, so that group g
+// starts at 4g modulo 16 doubles. Column c is then a pointer with a
+// stride of 4 (x_origin: row i at x_origin(C, c) + 4i), congruent to c
+// modulo 16, so a warp's 32 consecutive columns fall twice on each of the
+// 16 bank pairs, whether its lanes read one row (the solve) or
+// consecutive columns of a row (the writing phase): one wavefront a
+// half-warp. The columns laid end to end before (each odd in length) put
+// two to four lanes on a bank pair: run 88 at C = 64, 300.1 -> 214.7
+// million shared wavefronts in a launch, the gold 119.4 -> 117.5 ns a
+// sample (docs/notes/gpu-notes.md). At C = 16 and 32 the columns measured
+// slower (15.4 -> 16.8, 56.7 -> 59.8 ns) and save nothing: the staged
+// keys take as much of that space.
+CHUNKINV_HD inline bool gold_columns(int C) { return C > 32; }
+CHUNKINV_HD inline int x_first(int c) { return c & ~31; }
+CHUNKINV_HD inline int x_kept(int c) { return c & ~3; }
+CHUNKINV_HD inline int x_pad(int C) { return 4 * ((1 - C) & 3); }
+// Groups g' < g take 4 (C - 4g') + x_pad(C) doubles each.
+CHUNKINV_HD inline int x_group(int C, int g) { return 4 * C * g - 8 * g * (g - 1) + x_pad(C) * g; }
+CHUNKINV_HD inline int x_origin(int C, int c) { return x_group(C, c / 4) - 4 * x_kept(c) + c % 4; }
+CHUNKINV_HD inline size_t x_doubles(int C) { return size_t(x_group(C, (C + 3) / 4) - x_pad(C)); }
+
+// The gold's shared memory (doubles): L's lower triangle packed, then X
+// sharing its space with the staged keys and cumulated gates, then cum and
+// beta, then the reference's slab of terms and sums.
+struct GoldSmem {
+  double *L, *X, *keyt, *cumt, *cum, *beta, *terms, *acc;
+};
+CHUNKINV_HD inline size_t reference_slab_doubles(int C) { return 2 * size_t(reference_slab_stride(C)) + 2; }
+CHUNKINV_HD inline int dmma_stride(int C);
+CHUNKINV_HD inline bool gold_tensor_cores(int C);
+CHUNKINV_HD inline size_t gold_staging(int C, bool channel) {
+  return size_t(kKeyTile) * (channel ? 4 * tile_rows(C) : gold_tensor_cores(C) ? dmma_stride(C) : 2 * tile_rows(C));
+}
+// L's space rounded up to an even count: the staged keys start 16-byte
+// aligned, for the dot products' paired loads.
+CHUNKINV_HD inline size_t gold_l_doubles(int C) { return (size_t(packed_size(C)) + 1) & ~size_t(1); }
+CHUNKINV_HD inline size_t gold_x_doubles(int C) { return gold_columns(C) ? x_doubles(C) : size_t(C) * C; }
+CHUNKINV_HD inline size_t gold_smem_doubles(int C, bool channel) {
+  const size_t x = gold_x_doubles(C), staging = gold_staging(C, channel);
+  return gold_l_doubles(C) + (x > staging ? x : staging) + 2 * size_t(C) + reference_slab_doubles(C);
+}
+CHUNKINV_HD inline GoldSmem gold_smem(double* sm, int C, bool channel) {
+  const size_t x = gold_x_doubles(C), staging = gold_staging(C, channel);
+  GoldSmem m;
+  m.L = sm;
+  m.X = m.keyt = sm + gold_l_doubles(C);
+  m.cumt = m.keyt + size_t(kKeyTile) * 2 * tile_rows(C);
+  m.cum = m.X + (x > staging ? x : staging);
+  m.beta = m.cum + C;
+  m.terms = m.beta + C;
+  m.acc = m.terms + 2 * reference_slab_stride(C);
+  return m;
+}
+CHUNKINV_HD inline size_t metrics_smem_doubles(int C) { return 3 * size_t(C) * C; }
+CHUNKINV_HD inline size_t reference_smem_doubles(int C) { return 2 * size_t(C) * C; }
+
+// p[0], p[1] into v; p 16-byte aligned (one 16-byte load on the GPU).
+CHUNKINV_HD inline void load_pair(const double* p, double (&v)[2]) {
+#ifdef __CUDA_ARCH__
+  const double2 w = *reinterpret_cast<const double2*>(p);
+  v[0] = w.x;
+  v[1] = w.y;
+#else
+  v[0] = p[0];
+  v[1] = p[1];
+#endif
+}
+
+// p[0..7] into v; p 16-byte aligned (one 16-byte load on the GPU).
+CHUNKINV_HD inline void load_8(const uint16_t* p, uint16_t (&v)[8]) {
+#ifdef __CUDA_ARCH__
+  const uint4 w = *reinterpret_cast<const uint4*>(p);
+  const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+  for (int q = 0; q < 4; ++q) {
+    v[2 * q] = uint16_t(u[q] & 0xFFFF);
+    v[2 * q + 1] = uint16_t(u[q] >> 16);
+  }
+#else
+  for (int q = 0; q < 8; ++q) v[q] = p[q];
+#endif
+}
+
+// The two sums of evaluate_reference's inverse_residual, rel_rmse((I + L) X,
+// I), by the fast rules (L finite and strictly lower, X zero above its
+// diagonal, so the product's entries above the diagonal are zeros and its
+// terms k < j too, see metrics_fast_program): over the packed lower triangle
+// a slab at a time, into acc[0] (squared errors) and acc[1] (squared
+// references), which the caller zeroes, as is fl->s2_bad, set here when an
+// entry of the product is not finite. l(i, k) is read for k <= i; x(k, j)
+// for k >= j, and for k < j too below C = 7; from C = 7 on, walk(i, j) gives
+// the entry instead (fp64::unit_plus_times_lower_walk over the same L and X).
+template <class Block, class Lf, class Xf, class Walk>
+CHUNKINV_HD void residual_sums(const Block& blk, int C, const Lf& l, const Xf& x, const Walk& walk, double* terms,
+                               double* acc, BlockFlags* fl) {
+  const int P = packed_size(C), S = reference_slab_size(C), SS = reference_slab_stride(C), T = blk.threads;
+  for (int k0 = 0; k0 < P; k0 += S) {
+    const int len = P - k0 < S ? P - k0 : S;
+    blk.each([&](int t) {
+      bool s2_bad = false;
+      slab_entries(k0, len, T, t, [&](int k, int i, int j) {
+        const double r = 3 * C < 20 ? fp64::unit_plus_times_lower(C, i, j, 0, l, x) : walk(i, j);
+        s2_bad |= !std::isfinite(r);
+        const double y = i == j ? 1.0 : 0.0, d = r - y;
+        terms[k - k0] = d * d;
+        terms[SS + k - k0] = y * y;
+      });
+      if (s2_bad) blk.set(&fl->s2_bad);
+    });
+    blk.each([&](int t) {
+      if (t >= 2) return;
+      acc[t] = add_terms(acc[t], terms + size_t(t) * SS, len);
+    });
+  }
+}
+
+// evaluate_reference's values from the fast rules' sums (the gold L finite).
+CHUNKINV_HD inline void write_reference_fast(double* o, int C, const BlockFlags* fl, const double* acc) {
+  const bool inv_ok = fl->inv_bad == 0;
+  fp64::RelRmse r;
+  r.err = acc[0];
+  r.ref = acc[1];
+  r.finite = fl->s2_bad == 0;
+  o[id::kRefLFinite] = 1.0;
+  o[id::kRefInvFinite] = inv_ok ? 1.0 : 0.0;
+  o[id::kRefInverseResidual] = inv_ok ? r.value(C * C) : INFINITY;
+  o[id::kRefInvMaxAbs] = inv_ok ? hd::from_bits(fl->max_bits) : INFINITY;
+}
+
+}  // namespace chunkinv::gpu::blocks

@@ -1,0 +1,584 @@
+// The fast programs, for the samples whose matrices are zero above the
+// diagonal: one entry's metrics (metrics_fast_program), the kernel path's
+// and the gold path's entries at once (pair_fast_program), and the gold's
+// own (reference_fast_program); each rel_rmse over the lower triangle.
+#pragma once
+
+#include "metrics/device_metrics_program.hpp"
+
+namespace chunkinv::gpu::blocks {
+
+// ---- The fast metrics program ----------------------------------------------
+//
+// evaluate(neumann, gold, path) again, for the samples where every matrix it
+// reads is zero above its diagonal (the path's L, the gold L, both inverses
+// and the run on the gold L) and the gold L is finite: all of them, unless
+// a path writes junk above the diagonal or an inverse overflows there. On
+// those the same bits come from less work, each step exact:
+//  - a rel_rmse's sums skip the entries above the diagonal: their terms are
+//    (+-0 - +-0)^2 = +0 and the sums, which start at +0 and add squares, are
+//    never -0, so adding +0 changes no bit. The lower triangle is walked in
+//    data order, so every other term is added in the host's order;
+//  - the residual's product skips the terms k < j of entry (i, j): INV(k, j)
+//    is +-0 there and the gold L finite, so they are zeros added to
+//    accumulators that start at +0 (unit_plus_times' k_begin);
+//  - entries above the diagonal are not formed at all: the product is zero
+//    there and (I + gold L) * INV's term (0 - 0)^2.
+// What runs in parallel changes too: a phase computes every term of a slab
+// of the lower triangle at once (all threads, the operands read once,
+// coalesced), then one thread per sum adds the slab's terms in order. The
+// sums' order, the one thing the bits depend on, is the host's.
+//
+// A sample that fails the test is flagged in `slow[s]` and left to
+// metrics_program (the caller runs it on the flagged samples). A matrix
+// that is not finite needs no test: the metrics that read it are +inf
+// whatever their sums (fast_rules_hold).
+
+inline constexpr int kChains = 10;  // err and ref sums of the five rel_rmse metrics
+// What the fast program's test found (BlockFlags::upper): nonzeros above
+// the diagonal of the path's L, the gold L, the path's INV, the gold
+// inverse, the run on the gold L; a non-finite gold L.
+inline constexpr int kUpperL = 1, kUpperGoldL = 2, kUpperInv = 4, kUpperGoldInv = 8, kUpperGoldRun = 16,
+                     kGoldLBad = 32;
+// Whether the fast program's rules hold for the sums the metrics read: a
+// metric whose value is +inf or NaN whatever its sums (its matrix not
+// finite, or absent) does not need them.
+CHUNKINV_HD inline bool fast_rules_hold(int upper, bool l_ok, bool inv_ok, bool gold_run_ok) {
+  int needs = 0;
+  if (l_ok) needs |= kUpperL | kUpperGoldL;                                 // l_rel_rmse
+  if (inv_ok) needs |= kUpperInv | kUpperGoldInv | kUpperGoldL | kGoldLBad;  // total, method only, residual
+  if (gold_run_ok) needs |= kUpperGoldRun | kUpperGoldInv;                  // inv_gold_l_rel_rmse
+  return (upper & needs) == 0;
+}
+// Thread t's share of a fast program's staging: each entry e of the sample
+// (path L, gold L, gold inverse, INV bits, bits of the run on the gold L or
+// none) loaded kU entries at a time, all their loads issued before any is
+// used; the finiteness flags and the kUpper* bits of what is nonzero above
+// the diagonal set in fl; store(k, l, gold l, gold inv, INV bits, run bits)
+// called for each entry on or below the diagonal, k its packed index. A
+// gold L not read (gl null) is taken as +0 everywhere: no flag, and its
+// store argument +0; no value that reads it may be asked for.
+template <class Block, class PathL, class Store>
+CHUNKINV_HD void stage_entries(const Block& blk, int C, int t, const PathL& path_l, const double* gl, const double* gi,
+                               const uint16_t* inv, const uint16_t* run, BlockFlags* fl, const Store& store) {
+  const int T = blk.threads;
+  const size_t csq = size_t(C) * C;
+  bool l_bad = false, inv_bad = false, run_bad = false;
+  int upper = 0;
+  constexpr int kU = 4;
+  // (i, j) of entry e0 + u T, stepped with e0 (no division per entry).
+  const int step = kU * T, di = step / C, dj = step % C;
+  int ri[kU], rj[kU];
+  CHUNKINV_UNROLL
+  for (int u = 0; u < kU; ++u) {
+    ri[u] = (t + u * T) / C;
+    rj[u] = (t + u * T) % C;
+  }
+  for (size_t e0 = t; e0 < csq; e0 += size_t(kU) * T) {
+    double l[kU], gle[kU], gie[kU];
+    uint16_t ib[kU], sb[kU];
+    CHUNKINV_UNROLL
+    for (int u = 0; u < kU; ++u) {
+      const size_t e = e0 + size_t(u) * T < csq ? e0 + size_t(u) * T : e0;
+      l[u] = path_l(e);
+      gle[u] = gl ? gl[e] : 0.0;
+      gie[u] = gi[e];
+      ib[u] = inv[e];
+      sb[u] = run ? run[e] : uint16_t(0);
+    }
+    CHUNKINV_UNROLL
+    for (int u = 0; u < kU; ++u) {
+      const size_t e = e0 + size_t(u) * T;
+      const int i = ri[u], j = rj[u];
+      ri[u] += di;
+      rj[u] += dj;
+      if (rj[u] >= C) {
+        rj[u] -= C;
+        ++ri[u];
+      }
+      if (e >= csq) continue;
+      l_bad |= !std::isfinite(l[u]);
+      inv_bad |= (ib[u] & 0x7C00) == 0x7C00;
+      run_bad |= (sb[u] & 0x7C00) == 0x7C00;
+      if (!std::isfinite(gle[u])) upper |= kGoldLBad;
+      if (j > i) {
+        if (l[u] != 0.0) upper |= kUpperL;
+        if (gle[u] != 0.0) upper |= kUpperGoldL;
+        if ((ib[u] & 0x7FFF) != 0) upper |= kUpperInv;
+        if (gie[u] != 0.0) upper |= kUpperGoldInv;
+        if ((sb[u] & 0x7FFF) != 0) upper |= kUpperGoldRun;
+      } else {
+        store(packed_at(i, j), l[u], gle[u], gie[u], ib[u], sb[u]);
+      }
+    }
+  }
+  if (l_bad) blk.set(&fl->l_bad);
+  if (inv_bad) blk.set(&fl->inv_bad);
+  if (run_bad) blk.set(&fl->sinv_bad);
+  if (upper) blk.set_bits(&fl->upper, upper);
+}
+
+// Column c of the exact inverse of I + L (L finite, its lower triangle
+// packed in lp) into s1, lower triangle packed by rows. The solve starts at
+// row c & ~31 (a warp's threads walk the same (i, j)), and its rows above c
+// are +0 on a finite L (fp64_order.hpp: the products x_j a_ij of the zero
+// head add +-0 to sums that never hold -0, and x_i = 0.0 - those sums), so
+// they go to one scratch double, which holds +0 whenever it is read.
+CHUNKINV_HD inline void solve_column_packed(int C, int c, const double* lp, double* s1) {
+  double above = 0.0;
+  fp64::unit_lower_solve_column(
+      C, c, c & ~31, [&](int i, int j) { return lp[packed_at(i, j)]; },
+      [&](int i) -> double& { return i >= c ? s1[packed_at(i, c)] : above; });
+}
+
+// Up to C = 16 the fast program also keeps the gold L and the gold inverse
+// in shared memory (packed), for the residual's products and the terms.
+// Above, the blocks an SM holds would drop by a third (C = 32, run 39 on
+// the H200: kernel-path metrics 53.6 -> 70.7 ns a sample).
+CHUNKINV_HD inline bool fast_stages_gold(int C) { return C <= 16; }
+struct FastSmem {
+  double *inv, *s1, *lp, *terms, *acc, *gl, *gi;
+};
+// The fast program's slabs: slab_size(C), but 128 entries above C = 32
+// where the path's L is the gold L. That program keeps neither the exact
+// inverse of its L nor its L packed for the solve, so its slabs' terms are
+// what its scratch holds: 26.5 instead of 37.3 KB a block at C = 64 (run 52:
+// 121.3 -> 110.9 ns a sample; the kernel path's entry, held at four blocks
+// an SM by its other blocks, went 93.9 -> 97.4 with the smaller slabs).
+CHUNKINV_HD inline int fast_slab_size(int C, bool with_s1) {
+  const int s = slab_size(C);
+  return !with_s1 && s > 128 ? 128 : s;
+}
+CHUNKINV_HD inline int fast_slab_stride(int C, bool with_s1) { return fast_slab_size(C, with_s1) | 1; }
+// The path's L packed (for the solve; with_s1 only), then the slabs' terms.
+CHUNKINV_HD inline size_t fast_scratch(int C, bool with_s1) {
+  const size_t a = with_s1 ? size_t(packed_size(C)) : 0, b = size_t(kChains) * fast_slab_stride(C, with_s1);
+  return a > b ? a : b;
+}
+// with_s1: the exact inverse of I + path L has its lower triangle, packed
+// (solve_column_packed); false where the path's L is the gold L (its exact
+// inverse is the gold inverse, read from there).
+CHUNKINV_HD inline size_t fast_metrics_smem_doubles(int C, bool with_s1 = true) {
+  return size_t(packed_size(C)) + (with_s1 ? size_t(packed_size(C)) : 0) + fast_scratch(C, with_s1) + kChains +
+         (fast_stages_gold(C) ? 2 * size_t(packed_size(C)) : 0);
+}
+CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C, bool with_s1 = true) {
+  FastSmem m;
+  m.inv = sm;                             // the path's INV as doubles, lower triangle packed by rows
+  m.s1 = m.inv + packed_size(C);          // the exact inverse of I + path L, packed (with_s1)
+  m.lp = m.terms = m.s1 + (with_s1 ? packed_size(C) : 0);  // the path's L packed (for the solve, with_s1), then the slabs' terms
+  m.acc = m.lp + fast_scratch(C, with_s1);  // the sums, kChains
+  m.gl = m.acc + kChains;                 // the gold L, packed (fast_stages_gold)
+  m.gi = m.gl + packed_size(C);           // the gold inverse, packed (fast_stages_gold)
+  return m;
+}
+
+// The gold L and inverse of a sample as the fast programs read them: from
+// their packed copies in shared memory (kStaged) or from device memory.
+template <bool kStaged>
+struct FastGold {
+  int C;
+  const double *gl, *gi;    // C x C, device memory
+  const double *sgl, *sgi;  // packed, shared memory (kStaged)
+  // L's entry (r, c), c <= r; row r (row(r)[c] = l(r, c)); the inverse's
+  // entry (i, j), j <= i, at e = i C + j (device) or k packed (shared).
+  CHUNKINV_HD double l(int r, int c) const { return kStaged ? sgl[packed_at(r, c)] : gl[size_t(r) * C + c]; }
+  CHUNKINV_HD const double* row(int r) const { return kStaged ? sgl + packed_at(r, 0) : gl + size_t(r) * C; }
+  CHUNKINV_HD double inv(size_t e, int k) const { return kStaged ? sgi[k] : gi[e]; }
+  // Entry (i, j), j <= i, k packed, of (I + gold L) X by the fast rules:
+  // X's lower triangle packed in xp; x(k, j) any entry of X, read below
+  // C = 7 only (the coefficient-based order reads above the diagonal).
+  template <class Xf>
+  CHUNKINV_HD double residual(int i, int j, int k, const double* xp, const Xf& x) const {
+    if (3 * C < 20) return fp64::unit_plus_times_lower(C, i, j, 0, [&](int r, int c) { return l(r, c); }, x);
+    return fp64::unit_plus_times_lower_walk(C, i, j, row(i), xp + packed_at(j, j), xp + k, fp64::PackedRowsStep{});
+  }
+};
+
+// Whether the fast program solves for the exact inverse of I + path L:
+// where the path's L is not the gold L and inv_method_only_rel_rmse is
+// asked for.
+CHUNKINV_HD inline bool fast_with_s1(const GoldRead& g, const PathOnDevice& p) {
+  return !path_l_is_gold_l(g, p) && p.method_only;
+}
+
+// kStaged = fast_stages_gold(C). sm holds fast_metrics_smem_doubles(C,
+// fast_with_s1(g, p)) doubles. The values p does not ask for (its
+// l_rel_rmse, method_only, residual; gold_l_inv null) are NaN.
+template <bool kStaged, class Block>
+CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const PathOnDevice& p, double* out, long s,
+                                      double* sm, BlockFlags* fl, int* slow) {
+  const size_t csq = size_t(g.chunk) * g.chunk, at = size_t(s) * csq;
+  const bool own_gold_l = path_l_is_gold_l(g, p), with_s1 = fast_with_s1(g, p);
+  const int C = g.chunk, T = blk.threads, P = packed_size(C), S = fast_slab_size(C, with_s1),
+            SS = fast_slab_stride(C, with_s1);
+  const FastSmem m = fast_smem(sm, C, with_s1);
+  const double* gl = g.gold_l + at;
+  const double* gi = g.gold_inv + at;
+  const FastGold<kStaged> gold{C, gl, gi, m.gl, m.gi};
+  auto path_l = [&](size_t e) { return p.l_f64 ? p.l_f64[at + e] : fp64::fp16_value(p.l_fp16[at + e]); };
+  // The L's read only for the values asked for that need them (PathOnDevice);
+  // one not read is +0 to the staging, which then sets none of its flags.
+  const bool read_l = p.l_rel_rmse || p.method_only || p.l_finite, read_gold_l = p.l_rel_rmse || p.residual;
+  auto staged_l = [&](size_t e) { return read_l ? path_l(e) : 0.0; };
+
+  blk.each([&](int t) {
+    if (t == 0) fl->l_bad = fl->inv_bad = fl->zeros = fl->nonfinite = fl->upper = fl->sinv_bad = fl->s2_bad = 0;
+    if (t < kChains) m.acc[t] = 0.0;
+  });
+  blk.each([&](int t) {
+    count_decays(blk, p, s, t, fl);
+    stage_entries(blk, C, t, staged_l, read_gold_l ? gl : nullptr, gi, p.inv + at,
+                  p.gold_l_inv ? p.gold_l_inv + at : nullptr, fl,
+                  [&](int k, double l, double gle, double gie, uint16_t ib, uint16_t) {
+                    if (with_s1) m.lp[k] = l;  // for the solve
+                    m.inv[k] = fp64::fp16_value(ib);
+                    if (kStaged) {
+                      m.gl[k] = gle;
+                      m.gi[k] = gie;
+                    }
+                  });
+  });
+  const bool l_ok = fl->l_bad == 0, inv_ok = fl->inv_bad == 0, method = l_ok && inv_ok && p.method_only;
+  const bool gold_run_ok = p.gold_l_inv != nullptr && fl->sinv_bad == 0;
+  if (!fast_rules_hold(fl->upper, l_ok, inv_ok, gold_run_ok)) {
+    blk.each([&](int t) {
+      if (t == 0) slow[s] = 1;
+    });
+    return;
+  }
+  blk.each([&](int t) {  // unit_lower_inverse(path L), as metrics_program
+    if (t == 0) slow[s] = 0;
+    if (!method || own_gold_l) return;
+    for (int c = t; c < C; c += T) solve_column_packed(C, c, m.lp, m.s1);
+  });
+
+  // B = INV for the residual's product: entry (k, j), k >= j, from the packed
+  // copy; below C = 7 (Eigen's coefficient-based product reads every k) the
+  // entries above the diagonal come from the FP16 bits.
+  auto inv_kj = [&](int k, int j) { return k >= j ? m.inv[packed_at(k, j)] : fp64::fp16_value(p.inv[at + size_t(k) * C + j]); };
+  // No sum is read (the INV and the run on the gold L not finite, and no
+  // l_rel_rmse asked for, as with --metrics inv_total_rel_rmse,inv_finite
+  // at C = 64): no slab is formed.
+  const bool sums = (l_ok && p.l_rel_rmse) || inv_ok || gold_run_ok;
+  for (int k0 = 0; sums && k0 < P; k0 += S) {
+    const int len = P - k0 < S ? P - k0 : S;
+    blk.each([&](int t) {
+      bool s2_bad = false;
+      slab_entries(k0, len, T, t, [&](int k, int i, int j) {
+        const size_t e = size_t(i) * C + j;
+        const double gie = gold.inv(e, k), inv = m.inv[k];
+        double* q = m.terms + (k - k0);
+        double d;
+        if (l_ok && p.l_rel_rmse) {  // l_rel_rmse
+          const double gle = gold.l(i, j);
+          d = path_l(e) - gle;
+          q[0] = d * d;
+          q[5 * SS] = gle * gle;
+        }
+        if (inv_ok) {  // inv_total_rel_rmse
+          d = inv - gie;
+          q[1 * SS] = d * d;
+          q[6 * SS] = gie * gie;
+        }
+        if (method) {  // inv_method_only_rel_rmse
+          const double x = own_gold_l ? gie : m.s1[k];
+          d = inv - x;
+          q[2 * SS] = d * d;
+          q[7 * SS] = x * x;
+        }
+        if (gold_run_ok) {  // inv_gold_l_rel_rmse
+          d = fp64::fp16_value(p.gold_l_inv[at + e]) - gie;
+          q[3 * SS] = d * d;
+          q[8 * SS] = gie * gie;
+        }
+        if (inv_ok && p.residual) {  // inverse_residual: (I + gold L) * INV against I
+          const double r = gold.residual(i, j, k, m.inv, inv_kj);
+          s2_bad |= !std::isfinite(r);
+          const double y = i == j ? 1.0 : 0.0;
+          d = r - y;
+          q[4 * SS] = d * d;
+          q[9 * SS] = y * y;
+        }
+      });
+      if (s2_bad) blk.set(&fl->s2_bad);
+    });
+    blk.each([&](int t) {  // the sums, each in the host's order; the unused ones add what nobody reads
+      if (t >= kChains) return;
+      m.acc[t] = add_terms(m.acc[t], m.terms + size_t(t) * SS, len);
+    });
+  }
+
+  blk.each([&](int t) {
+    if (t != 0) return;
+    double* o = out + size_t(s) * kNeumannMetricCount;
+    auto value = [&](int q, bool finite) {
+      fp64::RelRmse r;
+      r.err = m.acc[q];
+      r.ref = m.acc[5 + q];
+      r.finite = finite;
+      return r.value(C * C);
+    };
+    write_counts_and_diagnostics(o, p, s, fl, l_ok, inv_ok);
+    if (!read_l) o[id::kLFinite] = NAN;  // l_finite, not asked for
+    o[id::kLRelRmse] = !p.l_rel_rmse ? NAN : l_ok ? value(0, true) : INFINITY;
+    o[id::kInvTotalRelRmse] = inv_ok ? value(1, true) : INFINITY;
+    o[id::kInvMethodOnlyRelRmse] = !p.method_only ? NAN : method ? value(2, true) : INFINITY;
+    o[id::kInvGoldLRelRmse] = p.gold_l_inv ? value(3, gold_run_ok) : NAN;
+    o[id::kInverseResidual] = !p.residual ? NAN : inv_ok ? value(4, fl->s2_bad == 0) : INFINITY;
+  });
+}
+
+// ---- The kernel path's entry and the gold path's at once ------------------
+//
+// evaluate(neumann) of two entries of one sample by the fast program's
+// rules, in one block: the kernel path's (pk: its L and INV, and the run on
+// the gold L) and the gold path's (pg: the gold L, and as INV that same run
+// on the gold L, pg.inv == pg.gold_l_inv == pk.gold_l_inv). Their sums share
+// terms, so the block forms 9 sums instead of 20, each in the host's order:
+//  - the gold path's inv_total, inv_method_only (its L is the gold L, so its
+//    exact inverse is the gold inverse) and inv_gold_l sums are all the
+//    kernel entry's inv_gold_l sums, term for term;
+//  - both entries' l_rel_rmse reference sums are the gold L's squares;
+//  - the gold path's l_rel_rmse error sum is +0: on a finite gold L every
+//    term is (x - x)^2 = +0;
+//  - every inverse_residual's reference sum is C: ones on the diagonal and
+//    +0 elsewhere, added in order, exactly.
+// An entry the rules do not cover is flagged in its own slow array and left
+// to metrics_program; the other is still done here.
+enum PairSum { kKlErr, kGlRef, kKinvErr, kGiRef, kMethodErr, kS1Ref, kRunErr, kKResErr, kGResErr, kPairSums };
+inline constexpr int kS2Kernel = 1, kS2Gold = 2;  // BlockFlags::s2_bad bits: whose residual is not finite
+
+struct PairSmem {
+  double *inv, *run, *s1, *lp, *terms, *acc, *gl, *gi;
+};
+CHUNKINV_HD inline size_t pair_scratch(int C) {
+  const size_t a = size_t(packed_size(C)), b = size_t(kPairSums) * slab_stride(C);
+  return a > b ? a : b;
+}
+CHUNKINV_HD inline size_t pair_metrics_smem_doubles(int C) {
+  return 3 * size_t(packed_size(C)) + pair_scratch(C) + kPairSums +
+         (fast_stages_gold(C) ? 2 * size_t(packed_size(C)) : 0);
+}
+CHUNKINV_HD inline PairSmem pair_smem(double* sm, int C) {
+  PairSmem m;
+  m.inv = sm;                             // the kernel's INV as doubles, packed
+  m.run = m.inv + packed_size(C);         // the run on the gold L as doubles, packed
+  m.s1 = m.run + packed_size(C);          // the exact inverse of I + kernel L, packed
+  m.lp = m.terms = m.s1 + packed_size(C);  // the kernel's L packed (for the solve), then the slabs' terms
+  m.acc = m.lp + pair_scratch(C);         // the sums, kPairSums
+  m.gl = m.acc + kPairSums;               // the gold L, packed (fast_stages_gold)
+  m.gi = m.gl + packed_size(C);           // the gold inverse, packed (fast_stages_gold)
+  return m;
+}
+
+// The upper-triangle bits of the gold path's entry, from those the pair
+// program found for the kernel's (its L is the gold L, its INV the run).
+CHUNKINV_HD inline int gold_path_upper(int upper) {
+  int u = upper & (kUpperGoldInv | kUpperGoldRun | kGoldLBad);
+  if (upper & kUpperGoldL) u |= kUpperL | kUpperGoldL;
+  if (upper & kUpperGoldRun) u |= kUpperInv;
+  return u;
+}
+
+// kStaged = fast_stages_gold(C). out_k, out_g: the two entries' values.
+template <bool kStaged, class Block>
+CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const PathOnDevice& pk, const PathOnDevice& pg,
+                                   double* out_k, double* out_g, long s, double* sm, BlockFlags* fl, int* slow_k,
+                                   int* slow_g) {
+  const int C = g.chunk, T = blk.threads, P = packed_size(C), S = slab_size(C), SS = slab_stride(C);
+  const size_t csq = size_t(C) * C, at = size_t(s) * csq;
+  const PairSmem m = pair_smem(sm, C);
+  const double* gl = g.gold_l + at;
+  const double* gi = g.gold_inv + at;
+  const FastGold<kStaged> gold{C, gl, gi, m.gl, m.gi};
+  auto kernel_l = [&](size_t e) { return pk.l_f64 ? pk.l_f64[at + e] : fp64::fp16_value(pk.l_fp16[at + e]); };
+
+  blk.each([&](int t) {
+    if (t == 0) fl->l_bad = fl->inv_bad = fl->zeros = fl->nonfinite = fl->upper = fl->sinv_bad = fl->s2_bad = 0;
+    if (t < kPairSums) m.acc[t] = 0.0;
+  });
+  blk.each([&](int t) {  // as metrics_fast_program's, for the kernel's entry; the run on the gold L read once
+    count_decays(blk, pk, s, t, fl);
+    stage_entries(blk, C, t, kernel_l, gl, gi, pk.inv + at, pk.gold_l_inv + at, fl,
+                  [&](int k, double l, double gle, double gie, uint16_t ib, uint16_t sb) {
+                    m.lp[k] = l;
+                    m.inv[k] = fp64::fp16_value(ib);
+                    m.run[k] = fp64::fp16_value(sb);
+                    if (kStaged) {
+                      m.gl[k] = gle;
+                      m.gi[k] = gie;
+                    }
+                  });
+  });
+  // The kernel's entry ...
+  const bool l_ok = fl->l_bad == 0, inv_ok = fl->inv_bad == 0, method = l_ok && inv_ok;
+  const bool run_ok = fl->sinv_bad == 0;
+  const bool k_fast = fast_rules_hold(fl->upper, l_ok, inv_ok, run_ok);
+  // ... and the gold path's: its L is the gold L, its INV the run.
+  const int upper_g = gold_path_upper(fl->upper);
+  const bool gl_ok = (fl->upper & kGoldLBad) == 0;
+  const bool g_fast = fast_rules_hold(upper_g, gl_ok, run_ok, run_ok);
+  blk.each([&](int t) {
+    if (t == 0) {
+      slow_k[s] = !k_fast;
+      slow_g[s] = !g_fast;
+    }
+  });
+  if (!k_fast && !g_fast) return;
+  blk.each([&](int t) {  // unit_lower_inverse(kernel L), as metrics_program
+    if (!k_fast || !method) return;
+    for (int c = t; c < C; c += T) solve_column_packed(C, c, m.lp, m.s1);
+  });
+
+  // B for the residuals: the packed copies; below C = 7 the entries above the diagonal from the FP16 bits.
+  auto inv_kj = [&](int k, int j) { return k >= j ? m.inv[packed_at(k, j)] : fp64::fp16_value(pk.inv[at + size_t(k) * C + j]); };
+  auto run_kj = [&](int k, int j) { return k >= j ? m.run[packed_at(k, j)] : fp64::fp16_value(pg.inv[at + size_t(k) * C + j]); };
+  const bool k_res = k_fast && inv_ok, g_res = g_fast && run_ok;
+  for (int k0 = 0; k0 < P; k0 += S) {
+    const int len = P - k0 < S ? P - k0 : S;
+    blk.each([&](int t) {
+      int s2_bad = 0;
+      slab_entries(k0, len, T, t, [&](int k, int i, int j) {
+        const size_t e = size_t(i) * C + j;
+        const double gle = gold.l(i, j), gie = gold.inv(e, k), inv = m.inv[k], run = m.run[k];
+        double* q = m.terms + (k - k0);
+        double d;
+        if (l_ok) {
+          d = kernel_l(e) - gle;
+          q[kKlErr * SS] = d * d;
+        }
+        q[kGlRef * SS] = gle * gle;
+        q[kGiRef * SS] = gie * gie;
+        if (inv_ok) {
+          d = inv - gie;
+          q[kKinvErr * SS] = d * d;
+        }
+        if (method) {
+          const double x = m.s1[k];
+          d = inv - x;
+          q[kMethodErr * SS] = d * d;
+          q[kS1Ref * SS] = x * x;
+        }
+        if (run_ok) {
+          d = run - gie;
+          q[kRunErr * SS] = d * d;
+        }
+        const double y = i == j ? 1.0 : 0.0;
+        if (k_res) {  // (I + gold L) * kernel INV against I
+          const double r = gold.residual(i, j, k, m.inv, inv_kj);
+          if (!std::isfinite(r)) s2_bad |= kS2Kernel;
+          d = r - y;
+          q[kKResErr * SS] = d * d;
+        }
+        if (g_res) {  // (I + gold L) * run against I
+          const double r = gold.residual(i, j, k, m.run, run_kj);
+          if (!std::isfinite(r)) s2_bad |= kS2Gold;
+          d = r - y;
+          q[kGResErr * SS] = d * d;
+        }
+      });
+      if (s2_bad) blk.set_bits(&fl->s2_bad, s2_bad);
+    });
+    blk.each([&](int t) {  // the sums, each in the host's order; the unused ones add what nobody reads
+      if (t >= kPairSums) return;
+      m.acc[t] = add_terms(m.acc[t], m.terms + size_t(t) * SS, len);
+    });
+  }
+
+  blk.each([&](int t) {
+    auto value = [&](double err, double ref, bool finite) {
+      fp64::RelRmse r;
+      r.err = err;
+      r.ref = ref;
+      r.finite = finite;
+      return r.value(C * C);
+    };
+    const double ones = double(C);  // the residuals' reference sums
+    if (t == 0 && k_fast) {
+      double* o = out_k + size_t(s) * kNeumannMetricCount;
+      write_counts_and_diagnostics(o, pk, s, fl, l_ok, inv_ok);
+      o[id::kLRelRmse] = l_ok ? value(m.acc[kKlErr], m.acc[kGlRef], true) : INFINITY;
+      o[id::kInvTotalRelRmse] = inv_ok ? value(m.acc[kKinvErr], m.acc[kGiRef], true) : INFINITY;
+      o[id::kInvMethodOnlyRelRmse] = method ? value(m.acc[kMethodErr], m.acc[kS1Ref], true) : INFINITY;
+      o[id::kInvGoldLRelRmse] = value(m.acc[kRunErr], m.acc[kGiRef], run_ok);
+      o[id::kInverseResidual] = inv_ok ? value(m.acc[kKResErr], ones, (fl->s2_bad & kS2Kernel) == 0) : INFINITY;
+    }
+    if (t == (T > 32 ? 32 : 1) && g_fast) {  // on another warp where there is one
+      double* o = out_g + size_t(s) * kNeumannMetricCount;
+      BlockFlags none{};  // the gold path forms no decays
+      write_counts_and_diagnostics(o, pg, s, &none, gl_ok, run_ok);
+      o[id::kLRelRmse] = gl_ok ? value(0.0, m.acc[kGlRef], true) : INFINITY;
+      o[id::kInvTotalRelRmse] = run_ok ? value(m.acc[kRunErr], m.acc[kGiRef], true) : INFINITY;
+      o[id::kInvMethodOnlyRelRmse] = gl_ok && run_ok ? value(m.acc[kRunErr], m.acc[kGiRef], true) : INFINITY;
+      o[id::kInvGoldLRelRmse] = value(m.acc[kRunErr], m.acc[kGiRef], run_ok);
+      o[id::kInverseResidual] = run_ok ? value(m.acc[kGResErr], ones, (fl->s2_bad & kS2Gold) == 0) : INFINITY;
+    }
+  });
+}
+
+// evaluate_reference(gold) by the fast program's rules: for samples whose
+// gold L is finite and both matrices zero above the diagonal (else slow[s]
+// is set, for reference_program). Shared memory: the gold inverse packed,
+// then a slab of the residual's two sums' terms, then the sums.
+CHUNKINV_HD inline size_t fast_reference_smem_doubles(int C) {
+  return size_t(packed_size(C)) + reference_slab_doubles(C);
+}
+
+template <class Block>
+CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, double* out, long s, double* sm,
+                                        BlockFlags* fl, int* slow) {
+  const int C = g.chunk, T = blk.threads, P = packed_size(C), SS = reference_slab_stride(C);
+  const size_t csq = size_t(C) * C, at = size_t(s) * csq;
+  double* const X = sm;                  // the gold inverse, packed
+  double* const terms = X + P;           // 2 x SS
+  double* const acc = terms + 2 * SS;    // 2
+  const double* gl = g.gold_l + at;
+
+  blk.each([&](int t) {
+    if (t == 0) {
+      fl->inv_bad = fl->upper = fl->s2_bad = 0;
+      fl->max_bits = 0;
+    }
+    if (t < 2) acc[t] = 0.0;
+  });
+  blk.each([&](int t) {
+    bool inv_bad = false, upper = false;
+    uint64_t max_bits = 0;
+    for (size_t e = t; e < csq; e += T) {
+      const int i = int(e / size_t(C)), j = int(e % size_t(C));
+      const double v = g.gold_inv[at + e], l = gl[e];
+      if (!std::isfinite(v)) inv_bad = true;
+      else if (const uint64_t b = hd::bits(std::fabs(v)); b > max_bits) max_bits = b;
+      upper |= !std::isfinite(l);
+      if (j > i) upper |= v != 0.0 || l != 0.0;
+      else X[packed_at(i, j)] = v;
+    }
+    if (inv_bad) blk.set(&fl->inv_bad);
+    if (upper) blk.set(&fl->upper);
+    if (max_bits) blk.max(&fl->max_bits, max_bits);
+  });
+  if (fl->upper) {
+    blk.each([&](int t) {
+      if (t == 0) slow[s] = 1;
+    });
+    return;
+  }
+  if (fl->inv_bad == 0) {
+    auto x_kj = [&](int k, int j) { return k >= j ? X[packed_at(k, j)] : g.gold_inv[at + size_t(k) * C + j]; };
+    residual_sums(
+        blk, C, [&](int r, int c) { return gl[size_t(r) * C + c]; }, x_kj,
+        [&](int i, int j) {
+          return fp64::unit_plus_times_lower_walk(C, i, j, gl + size_t(i) * C, X + packed_at(j, j), X + packed_at(i, j),
+                                                  fp64::PackedRowsStep{});
+        },
+        terms, acc, fl);
+  }
+  blk.each([&](int t) {
+    if (t != 0) return;
+    slow[s] = 0;
+    write_reference_fast(out + size_t(s) * kReferenceMetricCount, C, fl, acc);
+  });
+}
+
+}  // namespace chunkinv::gpu::blocks
