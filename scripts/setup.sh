@@ -91,13 +91,7 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || [ "$(cached CHUNKINV_CUDA)" != "$cuda
   mkdir -p "$BUILD_DIR"
   python=()
   [ ! -x "${PYTHON:-/usr/bin/python3}" ] || python=(-DPython3_EXECUTABLE="${PYTHON:-/usr/bin/python3}")
-  # Ninja in a new folder where it is installed: it keeps both cores busy
-  # across the targets (make waits for the library before it compiles a
-  # test), a minute and a half of a first build on 2 cores. A folder keeps
-  # the generator it was made with.
-  gen=()
-  [ -f "$BUILD_DIR/CMakeCache.txt" ] || ! command -v ninja > /dev/null || gen=(-G Ninja)
-  cmake -S . -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCHUNKINV_CUDA="$cuda" -DBUILD_TESTING="$tests" "${python[@]}" \
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCHUNKINV_CUDA="$cuda" -DBUILD_TESTING="$tests" "${python[@]}" \
     > "$BUILD_DIR.configure.log" 2>&1 || { cat "$BUILD_DIR.configure.log" >&2; say "configuration failed"; exit 1; }
 fi
 
