@@ -29,7 +29,6 @@ class ProgressBar;
 
 namespace chunkinv::api {
 
-inline constexpr uint64_t kMaxSamples = 1'000'000'000'000'000;  // 10^15: a sample index stays exact everywhere
 inline constexpr uint64_t kDefaultBatch = 4096;
 
 // Everything `chunkinv run` takes. Numbers and lists are typed; the rules

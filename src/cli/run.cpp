@@ -87,9 +87,9 @@ api::RunRequest to_request(const RunArgs& a) {
   r.configs = a.configs;
   r.axes = a.axes;
   r.inputs = a.inputs;
-  if (!a.samples.empty()) r.samples = parse_count("--samples", a.samples, 1, api::kMaxSamples);
+  if (!a.samples.empty()) r.samples = parse_count("--samples", a.samples, 1, kMaxSamples);
   if (!a.seed.empty()) r.seed = parse_count("--seed", a.seed, 0, UINT64_MAX);
-  if (!a.batch.empty()) r.batch = parse_count("--batch", a.batch, 1, api::kMaxSamples);
+  if (!a.batch.empty()) r.batch = parse_count("--batch", a.batch, 1, kMaxSamples);
   if (!a.threads.empty()) r.threads = int(parse_count("--threads", a.threads, 0, 1024));
   if (!a.max_memory.empty()) r.max_memory = parse_size("--max-memory", a.max_memory);
   if (!a.checkpoint_every.empty()) r.checkpoint_every = double(parse_count("--checkpoint-every", a.checkpoint_every, 0, 86400));

@@ -385,6 +385,36 @@ TensorSet make_raw_set(FoundMap& found, const std::string& path) {
   return s;
 }
 
+
+// Reads the tensors `names` of a set at `path` (a directory of .npy, an .npz
+// or a .safetensors): those present, each with the prefix of its messages.
+FoundMap read_container(const std::string& path, const std::vector<std::string>& names, TensorMap* all_out) {
+  std::error_code ec;
+  FoundMap found;
+  if (fs::is_directory(path, ec)) {
+    for (const std::string& n : names) {
+      const std::string f = (fs::path(path) / (n + ".npy")).string();
+      if (fs::exists(f, ec) || fs::is_symlink(f, ec)) found[n] = {read_npy(f), f};
+    }
+    if (all_out)
+      for (const auto& e : fs::directory_iterator(path, ec))
+        if (e.path().extension() == ".npy") (*all_out)[e.path().stem().string()] = {};
+    return found;
+  }
+  if (!fs::exists(path, ec)) throw UsageError(path + ": no such file or directory");
+  TensorMap all;
+  if (path.ends_with(".npz")) all = read_npz(path);
+  else if (path.ends_with(".safetensors")) all = read_safetensors(path);
+  else throw UsageError(path + ": not a directory of .npy files, an .npz or a .safetensors file");
+  for (const std::string& n : names)
+    if (auto it = all.find(n); it != all.end()) found[n] = {std::move(it->second), fmt::format("{}[{}]", path, n)};
+  if (all_out)
+    for (auto& [k, v] : all) (*all_out)[k] = {};
+  return found;
+}
+
+}  // namespace
+
 // What reading the set at `path` holds in memory at once, from the headers
 // alone (no data is read): the bytes of its largest file (a file is read
 // whole), for an .npz its largest member as well (extracted whole), and
@@ -392,7 +422,7 @@ TensorSet make_raw_set(FoundMap& found, const std::string& path) {
 // (or, for a candidate, its matrices). Refused, naming the file and the
 // limit, when that is more than this process may use (core/limits), so that
 // a set too large ends at once, not after minutes of reading.
-void check_load_memory(const std::string& path, const std::vector<std::string>& names) {
+void check_tensor_set_memory(const std::string& path, const std::vector<std::string>& names) {
   std::error_code ec;
   uint64_t file = 0, member = 0, values = 0;
   const auto add = [&](const Tensor& t) {
@@ -437,39 +467,6 @@ void check_load_memory(const std::string& path, const std::vector<std::string>& 
                                format_bytes(double(budget.bytes)), budget.source));
 }
 
-// Reads the tensors `names` of a set at `path` (a directory of .npy, an .npz
-// or a .safetensors): those present, each with the prefix of its messages.
-FoundMap read_container(const std::string& path, const std::vector<std::string>& names, TensorMap* all_out) {
-  std::error_code ec;
-  FoundMap found;
-  if (fs::is_directory(path, ec)) {
-    for (const std::string& n : names) {
-      const std::string f = (fs::path(path) / (n + ".npy")).string();
-      if (fs::exists(f, ec) || fs::is_symlink(f, ec)) found[n] = {read_npy(f), f};
-    }
-    if (all_out)
-      for (const auto& e : fs::directory_iterator(path, ec))
-        if (e.path().extension() == ".npy") (*all_out)[e.path().stem().string()] = {};
-    return found;
-  }
-  if (!fs::exists(path, ec)) throw UsageError(path + ": no such file or directory");
-  TensorMap all;
-  if (path.ends_with(".npz")) all = read_npz(path);
-  else if (path.ends_with(".safetensors")) all = read_safetensors(path);
-  else throw UsageError(path + ": not a directory of .npy files, an .npz or a .safetensors file");
-  for (const std::string& n : names)
-    if (auto it = all.find(n); it != all.end()) found[n] = {std::move(it->second), fmt::format("{}[{}]", path, n)};
-  if (all_out)
-    for (auto& [k, v] : all) (*all_out)[k] = {};
-  return found;
-}
-
-}  // namespace
-
-void check_tensor_set_memory(const std::string& path, const std::vector<std::string>& names) {
-  check_load_memory(path, names);
-}
-
 TensorSet load_tensor_set(const std::string& path) {
   try {
     // The path is an axis of every report entry made from the set: text.
@@ -477,7 +474,7 @@ TensorSet load_tensor_set(const std::string& path) {
       throw UsageError(fmt::format("{}: the file name is not UTF-8 text (or holds a control character), which a report's "
                                    "axes must be; rename it",
                                    printable(path)));
-    check_load_memory(path, {"keys", "k", "g", "beta", kSeqlens, "g_raw", "beta_raw", "A_log", "dt_bias", "lower_bound"});
+    check_tensor_set_memory(path, {"keys", "k", "g", "beta", kSeqlens, "g_raw", "beta_raw", "A_log", "dt_bias", "lower_bound"});
     std::error_code ec;
     FoundMap found;
     if (fs::is_directory(path, ec)) {
@@ -619,7 +616,7 @@ Sample chunk_sample(const TensorSet& s, const TokenChunk& c, int chunk) {
 
 CandidateSet load_candidate(const std::string& path, const TensorSet& in, std::span<const TokenChunk> chunks, int chunk) {
   try {
-    check_load_memory(path, {"L", "INV", "decay", "inv_decay"});
+    check_tensor_set_memory(path, {"L", "INV", "decay", "inv_decay"});
     TensorMap listed;
     FoundMap found = read_container(path, {"L", "INV", "decay", "inv_decay"}, &listed);
     if (!found.count("L") && !found.count("INV"))
