@@ -21,9 +21,17 @@ if [ ! -e /usr/include/nettle/sha2.h ]; then
   NT=$PWD/.ext/nettle/usr; export LD_LIBRARY_PATH=$NT/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
   NET=(-DNETTLE_INCLUDE_DIR=$NT/include -DNETTLE_LIBRARY=$NT/lib/x86_64-linux-gnu/libnettle.so "-DCMAKE_CXX_FLAGS=-isystem $NT/include")
 fi
+# SCALE_PYTHON=AUTO also builds the Python module (for the python3 on PATH, the one with torch); DLPack's header is
+# read from .ext/dlpack where the machine lacks it
+PYOPT=(-DCHUNKINV_PYTHON=OFF)
+if [ "${SCALE_PYTHON:-OFF}" != OFF ]; then
+  PYOPT=(-DCHUNKINV_PYTHON="$SCALE_PYTHON" -DPython3_EXECUTABLE="$(command -v python3)")
+  [ -e /usr/include/dlpack/dlpack.h ] || PYOPT+=(-DCHUNKINV_DLPACK_INCLUDE="$PWD/.ext/dlpack")
+  pbd=$(python3 -c 'import pybind11; print(pybind11.get_cmake_dir())' 2> /dev/null) && PYOPT+=(-Dpybind11_DIR="$pbd")
+fi
 if [ ! -x /tmp/b/chunkinv ] || [ -n "${SCALE_REBUILD:-}" ]; then
   cmake -S . -B /tmp/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCHUNKINV_CUDA=ON \
-    -DCHUNKINV_PYTHON=OFF "${NET[@]}" > /tmp/cfg.log 2>&1 || { tail -30 /tmp/cfg.log; exit 1; }
+    "${PYOPT[@]}" "${NET[@]}" > /tmp/cfg.log 2>&1 || { tail -30 /tmp/cfg.log; exit 1; }
 fi
 cmake --build /tmp/b -j "$(nproc)" > /tmp/build.log 2>&1 || { grep -A5 -E "error|FAILED" /tmp/build.log | head -40; exit 1; }
 B=/tmp/b/chunkinv
