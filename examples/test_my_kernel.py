@@ -1,7 +1,7 @@
 """A kernel test written with chunkinv: the kind a kernel author keeps beside
-a Triton/CUDA kernel. Here the "kernel" is a NumPy stand-in (an FP16 Neumann
-product, as FlashKDA v1 computes the inverse, on an FP16 L); replace
-`my_kernel` by yours (torch tensors go in as they are, on the CPU or a CUDA
+a Triton/CUDA kernel. Here the "kernels" are NumPy stand-ins (an FP16 Neumann
+product, as FlashKDA v1 computes the inverse, on an FP16 L; a layer computed
+in FP32); replace `my_kernel` and `my_layer` by yours (torch tensors go in as they are, on the CPU or a CUDA
 GPU, BF16 included).
 
     /usr/bin/python3 -m pytest examples/   # after `pip install --no-build-isolation .`
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import chunkinv
-from chunkinv.testing import assert_inverse_close
+from chunkinv.testing import assert_inverse_close, assert_output_close
 
 
 def my_kernel(keys, g, beta):
@@ -85,3 +85,34 @@ def test_on_torch_tensors_where_torch_is():
     tb = torch.tensor(beta, dtype=torch.float32, device=device)
     _, inv = my_kernel(tk.float().cpu().numpy(), tg.cpu().numpy(), tb.cpu().numpy())
     assert_inverse_close(torch.tensor(inv, device=device), tk, tg, tb, rel_rmse=1e-3)
+
+
+def my_layer(q, k, v, g, beta):
+    """The layer's o [B, T, H, V] and final state [B, H, K, V], token by token in FP32 (per-channel gates, KDA)."""
+    B, T, H, K = q.shape
+    o = np.zeros(v.shape, dtype=np.float32)
+    ht = np.zeros((B, H, K, v.shape[-1]), dtype=np.float32)
+    for b in range(B):
+        for h in range(H):
+            S = np.zeros((K, v.shape[-1]), dtype=np.float32)
+            for t in range(T):
+                S *= np.exp(g[b, t, h]).astype(np.float32)[:, None]
+                kt = k[b, t, h].astype(np.float32)
+                S += np.float32(beta[b, t, h]) * np.outer(kt, v[b, t, h].astype(np.float32) - S.T @ kt)
+                o[b, t, h] = np.float32(K ** -0.5) * (S.T @ q[b, t, h].astype(np.float32))
+            ht[b, h] = S
+    return o, ht
+
+
+def test_my_layer_output_is_close_to_the_fp64_recurrence():
+    # fla's layout: q, k [B, T, H, K], v [B, T, H, V], g [B, T, H, K] (or [B, T, H]), beta [B, T, H]. The
+    # reference is chunkinv's FP64 recurrence (k read in BF16, as kernels read it); a failure names the
+    # sequence, head, worst element and the 64-token block where the error is largest.
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((2, 128, 2, 32)) for _ in range(3))
+    k /= np.linalg.norm(k, axis=-1, keepdims=True)
+    k = (k.astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32)  # BF16 keys, as a kernel takes them
+    g = -0.3 / (1 + np.exp(-rng.standard_normal((2, 128, 2, 32))))
+    beta = 1 / (1 + np.exp(-rng.standard_normal((2, 128, 2))))
+    o, ht = my_layer(q, k, v, g, beta)
+    assert_output_close(o, q, k, v, g, beta, final_state=ht, rel_rmse=1e-5)

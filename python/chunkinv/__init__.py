@@ -19,8 +19,8 @@ import numpy as _np
 
 from . import _core
 
-__all__ = ["paths", "methods", "gold", "inverse", "score", "chunked", "aggregate", "run", "load_report", "testing",
-           "version"]
+__all__ = ["paths", "methods", "gold", "inverse", "score", "chunked", "recurrence", "aggregate", "run", "load_report",
+           "testing", "version"]
 version = _core.version
 
 
@@ -125,6 +125,18 @@ def chunked(keys, g, beta, *, cu_seqlens=None, chunk=0, tail="pad"):
     (batch row, first token, head, valid tokens of each chunk)}."""
     k, gg, b, cu, _ = _inputs(keys, g, beta, cu_seqlens)
     return _core.chunked(k, gg, b, cu, chunk, tail)
+
+
+def recurrence(q, k, v, g, beta, *, scale=None, initial_state=None, cu_seqlens=None, threads=0):
+    """The layer's forward by the FP64 token recurrence (docs/downstream.md; fla's naive recurrence, in FP64),
+    on inputs in fla's layout: ``q``, ``k`` [B, T, H, K], ``v`` [B, T, H, V], ``g`` [B, T, H] (one gate per
+    token, Gated DeltaNet) or [B, T, H, K] (per channel, KDA), natural-log gates; ``beta`` [B, T, H];
+    optional ``initial_state`` [N, H, K, V] and ``cu_seqlens`` [N + 1] (then B = 1). ``scale`` defaults to
+    K^-1/2. k is read as ``seq --inputs`` reads it (rounded to BF16, as the kernels read it); the rest
+    exactly. Returns {"o": [B, T, H, V], "final_state": [N, H, K, V]} in float64."""
+    arrays = [_array(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"), (g, "g"), (beta, "beta"))]
+    return _core.recurrence(*arrays, None if scale is None else float(scale), _array(initial_state, "initial_state"),
+                            _array(cu_seqlens, "cu_seqlens"), threads)
 
 
 def aggregate(values, *, flag=False):

@@ -1,9 +1,11 @@
-"""pytest helpers for a kernel's inverse: the kernel's (I + L)^-1 against the FP64
-gold inverse of the same inputs, with a failure message that says where the
+"""pytest helpers for a kernel: its inverse (I + L)^-1 against the FP64 gold
+inverse of the same inputs, and its layer output (and final state) against
+the FP64 token recurrence, each with a failure message that says where the
 error is (docs/python.md).
 
-    from chunkinv.testing import assert_inverse_close
+    from chunkinv.testing import assert_inverse_close, assert_output_close
     assert_inverse_close(A, k, g, beta, cu_seqlens=cu, chunk=64)
+    assert_output_close(o, q, k, v, g, beta, final_state=ht, cu_seqlens=cu)
 
 The tolerance reads as fla's ``assert_close`` (a relative RMSE, here per chunk
 and as SPEC §3 defines it: the metric ``inv_total_rel_rmse`` of ``chunkinv
@@ -12,9 +14,9 @@ score``) and, when ``atol`` or ``rtol`` is given, also as
 """
 import numpy as _np
 
-from . import _array, _core, _inputs
+from . import _array, _core, _inputs, recurrence
 
-__all__ = ["assert_inverse_close"]
+__all__ = ["assert_inverse_close", "assert_output_close"]
 
 
 def _numpy(x):
@@ -126,6 +128,107 @@ def assert_inverse_close(A, keys, g, beta, *, cu_seqlens=None, chunk=0, tail="pa
     if len(failures) > 1:
         others = ", ".join(str(f[1]) for f in failures[1:6]) + (", ..." if len(failures) > 6 else "")
         lines.append(f"Other failing chunks, worst first: {others}.")
+    if msg:
+        lines.insert(0, str(msg))
+    raise AssertionError("\n".join(lines))
+
+
+def _spans(cu_seqlens, batch, tokens):
+    """(batch row, first token, tokens) of every sequence, as ``chunkinv.recurrence`` reads them."""
+    if cu_seqlens is None:
+        return [(b, 0, tokens) for b in range(batch)]
+    cu = _numpy(_array(cu_seqlens, "cu_seqlens")).astype(_np.int64).ravel()
+    return [(0, int(cu[i]), int(cu[i + 1] - cu[i])) for i in range(len(cu) - 1)]
+
+
+def _compare(a, e, rel_rmse, atol, rtol):
+    """One sequence head's figures: its relative RMSE, the reasons it fails, the index of its worst element."""
+    fin_a = _np.isfinite(a)
+    err = _np.where(fin_a, _np.abs(a - e), _np.inf)
+    r = _rel_rmse(a, e)
+    reasons = []
+    if not fin_a.all():
+        reasons.append(f"{int((~fin_a).sum())} non-finite elements")
+    elif rel_rmse is not None and not r <= rel_rmse:
+        reasons.append(f"relative RMSE {r:.3e} > {rel_rmse:.1e}")
+    if atol is not None or rtol is not None:
+        over = ~(err <= (atol or 0.0) + (rtol or 0.0) * _np.abs(e))
+        if over.any():
+            reasons.append(f"{int(over.sum())} of {e.size} elements beyond atol + rtol * |reference|")
+    return r, reasons, _np.unravel_index(int(_np.argmax(err)), e.shape)
+
+
+def assert_output_close(o, q, k, v, g, beta, *, final_state=None, scale=None, initial_state=None, cu_seqlens=None,
+                        rel_rmse=5e-3, atol=None, rtol=None, block=64, msg=None):
+    """Fails (AssertionError) unless a kernel's layer output ``o`` [B, T, H, V] (and, where given, its
+    ``final_state`` [N, H, K, V], fla's ``ht``) is close to the FP64 token recurrence of the same inputs
+    (``chunkinv.recurrence``: fla's layout, any array type, CUDA tensors included).
+
+    Each sequence head (one head of one sequence, the sample of ``chunkinv seq``) must have a relative RMSE
+    (SPEC §3, the metric ``o_rel_rmse`` of ``chunkinv seq --candidate``) of at most ``rel_rmse`` (None: not
+    checked), and no non-finite element; with ``atol`` and/or ``rtol`` (the other taken as 0), every element
+    must also be within ``atol + rtol * |reference|``. The final state is held to the same tolerances. The
+    message names the failing sequence heads, the worst of them, its worst element, and the ``block`` tokens
+    where its error is largest (a chunked kernel's bad chunk shows there)."""
+    if rel_rmse is None and atol is None and rtol is None:
+        raise ValueError("assert_output_close: give rel_rmse, atol or rtol")
+    ref = recurrence(q, k, v, g, beta, scale=scale, initial_state=initial_state, cu_seqlens=cu_seqlens)
+    ro, rh = ref["o"], ref["final_state"]
+    cand = _numpy(_array(o, "o"))
+    if cand.shape != ro.shape:
+        raise ValueError(f"assert_output_close: o has shape {tuple(cand.shape)}, not [B, T, H, V] = {ro.shape}")
+    ht = None
+    if final_state is not None:
+        ht = _numpy(_array(final_state, "final_state"))
+        if ht.shape != rh.shape:
+            raise ValueError(f"assert_output_close: final_state has shape {tuple(ht.shape)}, not [N, H, K, V] = "
+                             f"{rh.shape}")
+    B, T, H, _ = ro.shape
+    spans = _spans(cu_seqlens, B, T)
+    failures = []  # (badness, what, n, h, r, index, reasons)
+    for n, (row, first, count) in enumerate(spans):
+        for h in range(H):
+            a, e = cand[row, first:first + count, h], ro[row, first:first + count, h]
+            r, reasons, idx = _compare(a, e, rel_rmse, atol, rtol)
+            if reasons:
+                failures.append((r if _np.isfinite(r) else _np.inf, "o", n, h, r, idx, reasons))
+            if ht is not None:
+                r, reasons, idx = _compare(ht[n, h], rh[n, h], rel_rmse, atol, rtol)
+                if reasons:
+                    failures.append((r if _np.isfinite(r) else _np.inf, "final_state", n, h, r, idx, reasons))
+    if not failures:
+        return
+
+    failures.sort(key=lambda f: (-f[0], f[2], f[3], f[1]))
+    _, what, n, h, r, idx, reasons = failures[0]
+    row, first, count = spans[n]
+    where = f"sequence {n} (batch row {row}, tokens {first}..{first + count - 1}), head {h}"
+    heads = len({(f[2], f[3]) for f in failures})
+    lines = [f"Output not close to the FP64 recurrence: {heads} of {len(spans) * H} sequence heads fail "
+             f"(rel_rmse={rel_rmse}, atol={atol}, rtol={rtol}).",
+             f"Worst: {where}: {what} {'; '.join(reasons)}."]
+    if what == "o":
+        t, c = (int(x) for x in idx)
+        a, e = cand[row, first + t, h, c], ro[row, first + t, h, c]
+        lines.append(f"Its worst element: o[{row}, {first + t}, {h}, {c}] = {a:.6g} vs {e:.6g} "
+                     f"(absolute error {abs(a - e):.3e}).")
+        a_all, e_all = cand[row, first:first + count, h], ro[row, first:first + count, h]
+        bad = [i for i in range(count) if not _np.isfinite(a_all[i]).all()]
+        if bad:
+            lines.append(f"Its first non-finite token: {first + bad[0]}.")
+        else:
+            blocks = [(_rel_rmse(a_all[b:b + block], e_all[b:b + block]), b) for b in range(0, count, block)]
+            worst, b = max(blocks)
+            lines.append(f"Its worst {block}-token block: tokens {first + b}..{first + min(b + block, count) - 1}, "
+                         f"relative RMSE {worst:.3e} (the first block {blocks[0][0]:.3e}, the last {blocks[-1][0]:.3e}).")
+    else:
+        kk, c = (int(x) for x in idx)
+        a, e = ht[n, h, kk, c], rh[n, h, kk, c]
+        lines.append(f"Its worst element: final_state[{n}, {h}, {kk}, {c}] = {a:.6g} vs {e:.6g} "
+                     f"(absolute error {abs(a - e):.3e}).")
+    if len(failures) > 1:
+        others = ", ".join(f"{f[1]} of sequence {f[2]} head {f[3]}" for f in failures[1:6])
+        lines.append(f"Others, worst first: {others}{', ...' if len(failures) > 6 else ''}.")
     if msg:
         lines.insert(0, str(msg))
     raise AssertionError("\n".join(lines))

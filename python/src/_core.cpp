@@ -10,6 +10,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -27,6 +29,8 @@
 #include "gpu/gpu.hpp"
 #include "io/tensor.hpp"
 #include "core/thread_pool.hpp"
+#include "downstream/forward.hpp"
+#include "downstream/tensors.hpp"
 #include "inputs/tensor_set.hpp"
 #include "metrics/metrics.hpp"
 #include "metrics/stats.hpp"
@@ -168,17 +172,23 @@ struct Samples {
   int chunk = 0;
 };
 
-Samples samples_of(const py::object& keys, const py::object& g, const py::object& beta, const py::object& cu_seqlens,
-                   int chunk, const std::string& tail) {
-  TensorMap m{{"keys", tensor_of(keys, "arrays[keys]")}, {"g", tensor_of(g, "arrays[g]")},
+// keys, g, beta and cu_seqlens (read as int64) as a tensor set takes them; errors name the keys `key_name`.
+TensorMap set_tensors(const py::object& keys, const py::object& g, const py::object& beta, const py::object& cu,
+                      const std::string& key_name) {
+  TensorMap m{{"keys", tensor_of(keys, "arrays[" + key_name + "]")}, {"g", tensor_of(g, "arrays[g]")},
               {"beta", tensor_of(beta, "arrays[beta]")}};
-  if (!cu_seqlens.is_none()) {
-    Tensor t = tensor_of(cu_seqlens, "arrays[cu_seqlens]");
+  if (!cu.is_none()) {
+    Tensor t = tensor_of(cu, "arrays[cu_seqlens]");
     t.dtype = DType::kI64;
     m["cu_seqlens"] = std::move(t);
   }
+  return m;
+}
+
+Samples samples_of(const py::object& keys, const py::object& g, const py::object& beta, const py::object& cu_seqlens,
+                   int chunk, const std::string& tail) {
   Samples s;
-  s.set = make_tensor_set(std::move(m), "arrays");
+  s.set = make_tensor_set(set_tensors(keys, g, beta, cu_seqlens, "keys"), "arrays");
   s.chunk = s.set.token_layout ? (chunk > 0 ? chunk : 16) : s.set.chunk;
   if (s.set.token_layout && (s.chunk < 2 || s.chunk > 64))
     throw UsageError("chunk = " + std::to_string(s.chunk) + " is not in 2..64");
@@ -254,6 +264,47 @@ py::dict gold(const py::object& keys, const py::object& g, const py::object& bet
   d["L"] = stack(ls, s.chunk);
   d["INV"] = stack(invs, s.chunk);
   d["metrics"] = metric_dict(set, values, gd.size());
+  return d;
+}
+
+// The FP64 token recurrence (docs/downstream.md) of every sequence and head
+// of inputs in fla's layout: o [B, T, H, V] and the final state [N, H, K, V].
+py::dict recurrence(const py::object& q, const py::object& k, const py::object& v, const py::object& g,
+                    const py::object& beta, const py::object& scale, const py::object& h0, const py::object& cu,
+                    int threads) {
+  const TensorSet set = make_tensor_set(set_tensors(k, g, beta, cu, "k"), "arrays");
+  TensorMap more{{"q", tensor_of(q, "arrays[q]")}, {"v", tensor_of(v, "arrays[v]")}};
+  if (!h0.is_none()) more["initial_state"] = tensor_of(h0, "arrays[initial_state]");
+  const SequenceSet seqs = sequences_of(set, more, "arrays");
+  const std::vector<SequenceSpan> spans = sequence_spans(set);
+  const int64_t B = set.batch, T = set.tokens, H = seqs.heads, K = set.dim;
+  const int64_t V = seqs.sequences.front().value_dim, N = static_cast<int64_t>(spans.size());
+  const bool scaled = !scale.is_none();
+  const double given_scale = scaled ? scale.cast<double>() : 0.0;
+  if (scaled && !(given_scale > 0.0 && std::isfinite(given_scale)))
+    throw UsageError(fmt::format("scale = {} is not a positive finite number", given_scale));
+  using S = py::ssize_t;
+  Array o({S(B), S(T), S(H), S(V)}), ht({S(N), S(H), S(K), S(V)});
+  std::fill(o.mutable_data(), o.mutable_data() + o.size(), 0.0);
+  {
+    py::gil_scoped_release nogil;
+    double* out = o.mutable_data();
+    double* state = ht.mutable_data();
+    ThreadPool pool(threads);
+    pool.parallel_for(seqs.sequences.size(), [&](size_t i) {
+      const Sequence& sq = seqs.sequences[i];
+      const int64_t n = static_cast<int64_t>(i) / H, h = static_cast<int64_t>(i) % H;
+      Recurrence r(sq, scaled ? given_scale : default_scale(sq));
+      Mat rows;
+      r.advance(0, sq.tokens, rows);
+      for (int64_t t = 0; t < sq.tokens; ++t)
+        std::copy(rows.row(t).data(), rows.row(t).data() + V, out + ((spans[n].row * T + spans[n].first + t) * H + h) * V);
+      std::copy(r.state().data(), r.state().data() + K * V, state + (n * H + h) * K * V);
+    });
+  }
+  py::dict d;
+  d["o"] = o;
+  d["final_state"] = ht;
   return d;
 }
 
@@ -439,6 +490,9 @@ PYBIND11_MODULE(_core, mod) {
           py::arg("chunk") = 0, py::arg("tail") = "pad", py::arg("threads") = 0);
   mod.def("chunked", &chunked, py::arg("keys"), py::arg("g"), py::arg("beta"), py::arg("cu_seqlens") = py::none(),
           py::arg("chunk") = 0, py::arg("tail") = "pad");
+  mod.def("recurrence", &recurrence, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("g"), py::arg("beta"),
+          py::arg("scale") = py::none(), py::arg("initial_state") = py::none(), py::arg("cu_seqlens") = py::none(),
+          py::arg("threads") = 0);
   mod.def("aggregate", &aggregate_values, py::arg("values"), py::arg("flag") = false);
   mod.def("read_report", &read_report_json, py::arg("path"));
   py::class_<api::RunRequest>(mod, "RunRequest", "chunkinv run's options, typed (src/api/run.hpp)")

@@ -143,3 +143,15 @@ def test_torch_cuda_tensors_and_the_gpu_paths():
     assert same_bits(kern["INV"], emu["INV"])
     assert same_bits(kern["L"], emu["L"])
     chunkinv.testing.assert_inverse_close(torch.tensor(kern["INV"], device="cuda"), tk, tg, tb, rel_rmse=1e-2)
+    # The layer's output check from CUDA tensors (fla's layout, BF16): the same FP64 recurrence as from NumPy.
+    rng = np.random.default_rng(9)
+    q, k, v = (rng.standard_normal((1, 64, 2, 16)) for _ in range(3))
+    k /= np.linalg.norm(k, axis=-1, keepdims=True)
+    gs = -0.5 / (1 + np.exp(-rng.standard_normal((1, 64, 2, 16))))
+    bs = 1 / (1 + np.exp(-rng.standard_normal((1, 64, 2))))
+    cuda = [torch.tensor(x, dtype=torch.bfloat16, device="cuda") for x in (q, k, v)]
+    cuda += [torch.tensor(gs, dtype=torch.float32, device="cuda"), torch.tensor(bs, dtype=torch.float32, device="cuda")]
+    host = [x.float().cpu().numpy().astype(np.float64) for x in cuda]
+    ref = chunkinv.recurrence(*cuda)
+    assert same_bits(ref["o"], chunkinv.recurrence(*host)["o"])
+    chunkinv.testing.assert_output_close(torch.tensor(ref["o"], device="cuda"), *cuda, rel_rmse=0.0)

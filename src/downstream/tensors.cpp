@@ -45,13 +45,17 @@ void check_tensor(const std::string& where, const Tensor& t, const std::vector<i
       throw UsageError(fmt::format("{}: entry {} = {} is not finite", where, index_string(t.shape, i), t.values[i]));
 }
 
-// Sequence n's token range in the batch row it lies in.
-struct Span {
-  int64_t row = 0, first = 0, tokens = 0;
-};
+// Before q and v are read: a set of chunks or of raw inputs is no sequence set.
+void check_sequence_layout(const TensorSet& set, const std::string& path) {
+  if (!set.token_layout) throw UsageError(fmt::format("inputs {}: seq reads fla's token layout (k [B, T, H, K]), not chunks", path));
+  if (set.is_raw())
+    throw UsageError(fmt::format("inputs {}: seq reads activated g and beta, not FlashKDA's raw inputs", path));
+}
 
-std::vector<Span> spans_of(const TensorSet& set) {
-  std::vector<Span> s;
+}  // namespace
+
+std::vector<SequenceSpan> sequence_spans(const TensorSet& set) {
+  std::vector<SequenceSpan> s;
   if (set.cu_seqlens.empty())
     for (int64_t b = 0; b < set.batch; ++b) s.push_back({b, 0, set.tokens});
   else
@@ -59,8 +63,6 @@ std::vector<Span> spans_of(const TensorSet& set) {
       s.push_back({0, set.cu_seqlens[i], set.cu_seqlens[i + 1] - set.cu_seqlens[i]});
   return s;
 }
-
-}  // namespace
 
 bool SequenceSet::same_length() const {
   for (const Sequence& s : sequences)
@@ -70,33 +72,36 @@ bool SequenceSet::same_length() const {
 
 SequenceSet load_sequences(const std::string& path) {
   const TensorSet set = load_tensor_set(path);
-  if (!set.token_layout) throw UsageError(fmt::format("inputs {}: seq reads fla's token layout (k [B, T, H, K]), not chunks", path));
-  if (set.is_raw())
-    throw UsageError(fmt::format("inputs {}: seq reads activated g and beta, not FlashKDA's raw inputs", path));
-  TensorMap more = read_named(path, {"q", "v", "initial_state", "do", "dht"});
+  check_sequence_layout(set, path);
+  return sequences_of(set, read_named(path, {"q", "v", "initial_state", "do", "dht"}), path);
+}
+
+SequenceSet sequences_of(const TensorSet& set, const TensorMap& more, const std::string& path) {
+  check_sequence_layout(set, path);
   const auto where = [&](const char* n) { return fmt::format("inputs {}[{}]", path, n); };
+  const auto get = [&](const char* n) { return more.count(n) ? &more.at(n) : nullptr; };
   const int64_t B = set.batch, T = set.tokens, H = set.heads, K = set.dim;
   if (!more.count("q")) throw UsageError(fmt::format("inputs {}: q is missing (seq needs q, k, v, g, beta)", path));
   if (!more.count("v")) throw UsageError(fmt::format("inputs {}: v is missing (seq needs q, k, v, g, beta)", path));
-  const Tensor& q = more["q"];
+  const Tensor& q = more.at("q");
   check_tensor(where("q"), q, {B, T, H, K});
-  const Tensor& v = more["v"];
+  const Tensor& v = more.at("v");
   if (v.shape.size() != 4 || v.shape[0] != B || v.shape[1] != T || v.shape[2] != H)
     throw UsageError(fmt::format("{}: shape {} is not [{}, {}, {}, V]", where("v"), shape_string(v.shape), B, T, H));
   const int64_t V = v.shape[3];
   check_tensor(where("v"), v, {B, T, H, V});
-  const std::vector<Span> spans = spans_of(set);
+  const std::vector<SequenceSpan> spans = sequence_spans(set);
   const int64_t N = static_cast<int64_t>(spans.size());
   for (int64_t n = 0; n < N; ++n)  // cu_seqlens may repeat an entry: a sequence of no token has no output to score
     if (spans[n].tokens == 0)
       throw UsageError(fmt::format("inputs {}[cu_seqlens]: sequence {} has no token (entries [{}] and [{}] are equal)",
                                    path, n, n, n + 1));
-  const Tensor* h0 = more.count("initial_state") ? &more["initial_state"] : nullptr;
+  const Tensor* h0 = get("initial_state");
   if (h0) check_tensor(where("initial_state"), *h0, {N, H, K, V});
   // The backward's upstream gradients, where the set gives them (else do is random, dht zero).
-  const Tensor* d_o = more.count("do") ? &more["do"] : nullptr;
+  const Tensor* d_o = get("do");
   if (d_o) check_tensor(where("do"), *d_o, {B, T, H, V});
-  const Tensor* dht = more.count("dht") ? &more["dht"] : nullptr;
+  const Tensor* dht = get("dht");
   if (dht) check_tensor(where("dht"), *dht, {N, H, K, V});
   SequenceSet out;
   out.source = path;
@@ -105,7 +110,7 @@ SequenceSet load_sequences(const std::string& path) {
   const int W = set.g_channels;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t h = 0; h < H; ++h) {
-      const Span& sp = spans[n];
+      const SequenceSpan& sp = spans[n];
       Sequence s;
       s.tokens = static_cast<int>(sp.tokens);
       s.key_dim = static_cast<int>(K);

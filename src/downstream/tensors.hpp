@@ -19,6 +19,7 @@
 
 #include "core/matrix.hpp"
 #include "downstream/sequence.hpp"
+#include "inputs/tensor_set.hpp"
 
 namespace chunkinv {
 
@@ -32,6 +33,15 @@ struct SequenceSet {
 
 // UsageError naming the file, the tensor and the culprit.
 SequenceSet load_sequences(const std::string& path);
+// The same from tensors already read (the Python package's arrays): `set`
+// holds k, g, beta and cu_seqlens, `more` q and v and, where given,
+// initial_state, do and dht; errors name them as "inputs SOURCE[q]".
+SequenceSet sequences_of(const TensorSet& set, const TensorMap& more, const std::string& source);
+// Where sequence n of the set lies in its batch row: row, first token, tokens.
+struct SequenceSpan {
+  int64_t row = 0, first = 0, tokens = 0;
+};
+std::vector<SequenceSpan> sequence_spans(const TensorSet& set);
 // Whether the tensor set at `path` holds sequences (q and v beside k, g and
 // beta), as `score` tells seq's inputs from a chunk family's; reads nothing
 // else and refuses nothing (load_sequences does).
