@@ -104,13 +104,39 @@ std::vector<int> parse_devices(const std::string& text) {
   return out;
 }
 
+bool DevicePipeline::takes(const Group& g, const StatsOptions& o, std::string* why) const {
+  if (o.quantiles != Quantiles::kSketch || o.per_sample) {
+    *why = "exact quantiles keep every value, which the GPU pipeline does not bring back (--quantiles sketch does)";
+    return false;
+  }
+  if (o.until) {
+    *why = "a stop rule is checked sample by sample on the host";
+    return false;
+  }
+  if (o.worst) {
+    *why = "the worst samples (--worst) are picked sample by sample on the host";
+    return false;
+  }
+  return device_pipeline_supports(g, paths_, why);
+}
+
+void DevicePipeline::run(const Group& g, uint64_t seed, SampleRange range, Sink& sink) {
+  sink.begin(g, range.count);
+  for (uint64_t r = 0; r < range.count;) {
+    const uint64_t k = std::min(kRound, range.count - r);
+    sink.absorb(g, fold(g, seed, {range.first + r, k}), k);
+    r += k;
+  }
+  sink.end(g);
+}
+
 #ifndef CHUNKINV_HAVE_CUDA
 struct DevicePipeline::Worker {};
 DevicePipeline::DevicePipeline(std::vector<PathChoice>, std::vector<int>) {
   throw UsageError("the GPU pipeline: built without CUDA");
 }
 DevicePipeline::~DevicePipeline() = default;
-std::vector<std::vector<SketchState>> DevicePipeline::run(const Group&, uint64_t, SampleRange) { return {}; }
+std::vector<std::vector<SketchState>> DevicePipeline::fold(const Group&, uint64_t, SampleRange) { return {}; }
 #endif
 
 }  // namespace chunkinv

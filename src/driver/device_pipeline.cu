@@ -212,7 +212,7 @@ void run_part(DevicePipeline::Worker&, const Group&, const std::vector<PathChoic
 
 }  // namespace
 
-std::vector<std::vector<SketchState>> DevicePipeline::run(const Group& group, uint64_t seed, SampleRange range) {
+std::vector<std::vector<SketchState>> DevicePipeline::fold(const Group& group, uint64_t seed, SampleRange range) {
   // Workers each device takes (workers_ holds kWorkersPerDevice a device, in device order).
   const int per = workers_per_device(group.config.chunk);
   std::vector<Worker*> active;

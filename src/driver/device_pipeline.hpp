@@ -30,8 +30,9 @@ bool device_pipeline_supports(const Group& group, const std::vector<PathChoice>&
 // "0,2,...": each once, each a usable device. UsageError otherwise.
 std::vector<int> parse_devices(const std::string& text);
 
-// One worker per device, its buffers and sketches kept from call to call.
-class DevicePipeline {
+// The device back-end: one worker per device, its buffers and sketches kept
+// from call to call.
+class DevicePipeline final : public Backend {
  public:
   DevicePipeline(std::vector<PathChoice> paths, std::vector<int> devices);
   ~DevicePipeline();
@@ -43,7 +44,16 @@ class DevicePipeline {
   // contiguous part per device in device order and the parts' states merged
   // in that order: the result is the states of the samples in index order,
   // whatever the number of devices.
-  std::vector<std::vector<SketchState>> run(const Group& group, uint64_t seed, SampleRange range);
+  std::vector<std::vector<SketchState>> fold(const Group& group, uint64_t seed, SampleRange range);
+
+  // A group it can run whole: sketch statistics alone (no stop rule, which
+  // is checked sample by sample; no per-sample values, no worst samples) and
+  // device_pipeline_supports.
+  bool takes(const Group& group, const StatsOptions& stats, std::string* why) const override;
+  // fold() in rounds of kRound samples, each absorbed by the sink as it
+  // comes, so that a long group is saved, drawn and stoppable as it goes.
+  void run(const Group& group, uint64_t seed, SampleRange range, Sink& sink) override;
+  static constexpr uint64_t kRound = uint64_t(1) << 24;  // about a second on one H200
 
   const std::vector<int>& devices() const { return devices_; }
   // At most `samples` a batch (0: by device memory alone, about 2 GiB of

@@ -409,7 +409,7 @@ class ControlSink final : public Sink {
     after(*b.group, stats_.consumed() - done_, &b.values);  // fewer than the batch where a stop rule held
   }
   // The same for samples the GPU pipeline folded.
-  void absorb(const Group& g, const std::vector<std::vector<SketchState>>& states, uint64_t n) {
+  void absorb(const Group& g, const std::vector<std::vector<SketchState>>& states, uint64_t n) override {
     stats_.absorb(states, n);
     after(g, n, nullptr);
   }
@@ -506,31 +506,6 @@ RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uin
   return run_experiment(runner, plan, samples, seed, stats, control, first_sample);
 }
 
-namespace {
-
-// Samples per call of the GPU pipeline (a second or so on one H200).
-constexpr uint64_t kDeviceRound = uint64_t(1) << 24;
-
-// Whether a group runs on the GPU pipeline: it takes sketch statistics alone
-// (no stop rule, which is checked sample by sample; no per-sample values).
-bool on_device_pipeline(const Group& g, const std::vector<PathChoice>& paths, const StatsOptions& o, std::string* why) {
-  if (o.quantiles != Quantiles::kSketch || o.per_sample) {
-    *why = "exact quantiles keep every value, which the GPU pipeline does not bring back (--quantiles sketch does)";
-    return false;
-  }
-  if (o.until) {
-    *why = "a stop rule is checked sample by sample on the host";
-    return false;
-  }
-  if (o.worst) {
-    *why = "the worst samples (--worst) are picked sample by sample on the host";
-    return false;
-  }
-  return device_pipeline_supports(g, paths, why);
-}
-
-}  // namespace
-
 RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uint64_t seed, const StatsOptions& options,
                          const RunControl& control, uint64_t first_sample) {
   RunResult result;
@@ -556,22 +531,17 @@ RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uin
       }
       if (control.progress) control.progress->skip(double(done) * units);
       sink.start(i, done, units);
+      // The GPU pipeline where it takes the group, else the host's loop: the same stages, the same sink.
       std::string why;
-      if (options.device && on_device_pipeline(g, runner.paths(), options, &why)) {
-        // In rounds, so that a long group is saved, drawn and stoppable as it goes.
-        sink.begin(g, samples - done);
-        for (uint64_t r = done; r < samples;) {
-          const uint64_t k = std::min(kDeviceRound, samples - r);
-          sink.absorb(g, options.device->run(g, seed, {first_sample + r, k}), k);
-          r += k;
-        }
-        sink.end(g);
+      Backend* backend = &runner;
+      if (options.device && options.device->takes(g, options, &why)) {
+        backend = options.device;
         result.on_device.push_back(i);
-      } else {
-        if (options.device && std::find(result.on_host_why.begin(), result.on_host_why.end(), why) == result.on_host_why.end())
-          result.on_host_why.push_back(why);
-        runner.run(g, seed, {first_sample + done, samples - done}, sink);
+      } else if (options.device && std::find(result.on_host_why.begin(), result.on_host_why.end(), why) ==
+                                       result.on_host_why.end()) {
+        result.on_host_why.push_back(why);
       }
+      backend->run(g, seed, {first_sample + done, samples - done}, sink);
     }
     if (options.until && !rule_met(*options.until, g, result.entries.data() + before)) result.unmet.push_back(i);
   }

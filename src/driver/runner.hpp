@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "driver/spec.hpp"
 #include "driver/until.hpp"
 #include "metrics/metrics.hpp"
+#include "metrics/sketch.hpp"
 #include "paths/path.hpp"
 #include "report/report.hpp"
 
@@ -75,20 +77,45 @@ class Sink {
   virtual ~Sink() = default;
   virtual void begin(const Group&, uint64_t /*samples*/) {}
   virtual void consume(const BatchResult& batch) = 0;
+  // The statistics' states [task][metric] of `samples` more samples that a
+  // back-end folded itself (the GPU pipeline's sketches); a sink that needs
+  // the values themselves refuses them.
+  virtual void absorb(const Group&, const std::vector<std::vector<SketchState>>& /*states*/, uint64_t /*samples*/) {
+    throw std::logic_error("this sink takes per-sample values, not folded states");
+  }
   // True once the sink needs no more samples of this group (a stop rule held).
   virtual bool finished() const { return false; }
   virtual void end(const Group&) {}
 };
 
-class Runner {
+struct StatsOptions;
+
+// One back-end of the sample pipeline (docs/design.md): it runs samples of a
+// group through every stage (source, path, method, metrics) and hands what
+// they produce to the sink: per-sample values batch by batch (the host's
+// loop, Runner), or the statistics' states folded where they were made (the
+// GPU pipeline, DevicePipeline). Both give the sink the same bits.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Whether it runs `group` whole under these statistics; else a one-line reason.
+  virtual bool takes(const Group& group, const StatsOptions& stats, std::string* why) const = 0;
+  // Samples `range` of `group`: sink.begin, then its batches or rounds, then sink.end.
+  virtual void run(const Group& group, uint64_t seed, SampleRange range, Sink& sink) = 0;
+};
+
+// The host back-end: every stage in its host form (the reference), sample by
+// sample in batches over a thread pool. It takes every group.
+class Runner final : public Backend {
  public:
   // Creates one instance of every path (GPU paths keep their buffers).
   Runner(std::vector<PathChoice> paths, const RunnerOptions& options);
   // Groups the points and resolves which path runs which method.
   Plan plan(const std::vector<Point>& points) const;
+  bool takes(const Group&, const StatsOptions&, std::string*) const override { return true; }
   // Runs samples `range` of `group`; UsageError when a data-backed family
   // holds fewer samples.
-  void run(const Group& group, uint64_t seed, SampleRange range, Sink& sink);
+  void run(const Group& group, uint64_t seed, SampleRange range, Sink& sink) override;
 
   const std::vector<PathChoice>& paths() const { return paths_; }
   ThreadPool& pool() { return pool_; }
@@ -116,16 +143,15 @@ enum class Quantiles { kExact, kSketch };
 // unless told otherwise (--quantiles auto).
 inline constexpr uint64_t kExactQuantilesUpTo = 1'000'000;
 
-class DevicePipeline;
-
 struct StatsOptions {
   bool per_sample = false;  // every value in the report (exact quantiles)
   Quantiles quantiles = Quantiles::kExact;
   bool keep_state = false;  // entries carry the mergeable state (run --shard, --until)
   const StopRule* until = nullptr;  // a group stops when it holds (its samples: the cap)
-  // The GPU pipeline, where a group runs on it whole (driver/device_pipeline:
-  // sketch quantiles, no stop rule, no per-sample values); null: the host's loop.
-  DevicePipeline* device = nullptr;
+  // The device back-end (the GPU pipeline, DevicePipeline) for each group it
+  // takes (sketch quantiles, no stop rule, no per-sample values, specs it has
+  // device forms of); the others, and all where null, run on the host's loop.
+  Backend* device = nullptr;
   // The `worst` samples of every entry by metric `worst_by` (report/worst.hpp),
   // kept as they stream; 0: none. Entries without that metric keep none.
   size_t worst = 0;

@@ -34,7 +34,7 @@ bool same(double a, double b) { return (std::isnan(a) && std::isnan(b)) || std::
 
 // The entries of one run through the host's loop or the GPU pipeline.
 RunResult run_with(const std::vector<Point>& points, const std::vector<PathChoice>& paths, uint64_t samples,
-                   uint64_t seed, DevicePipeline* device, uint64_t first = 0, const std::string& metrics = "") {
+                   uint64_t seed, Backend* device, uint64_t first = 0, const std::string& metrics = "") {
   RunnerOptions opt;
   opt.batch = 512;
   opt.metrics = parse_metric_list(metrics, "--metrics");
@@ -70,6 +70,62 @@ size_t differences(const std::vector<ReportEntry>& host, const std::vector<Repor
   }
   std::printf("%s: %zu of %zu statistics and states differ\n", what.c_str(), differ, compared);
   return differ;
+}
+
+// A back-end that folds the statistics itself, as the GPU pipeline does, made
+// of the host's loop: each round's states from a run of its own over that
+// range of samples. Through run_experiment it must give the host loop's
+// report, so the path of folded states (rounds, the sink, the merge) is
+// checked on every machine, GPU or not.
+class FoldingBackend final : public Backend {
+ public:
+  FoldingBackend(std::vector<PathChoice> paths, uint64_t round) : paths_(std::move(paths)), round_(round) {}
+  bool takes(const Group&, const StatsOptions& o, std::string* why) const override {
+    if (o.quantiles == Quantiles::kSketch) return true;
+    *why = "folds sketches only";
+    return false;
+  }
+  void run(const Group& g, uint64_t seed, SampleRange range, Sink& sink) override {
+    sink.begin(g, range.count);
+    for (uint64_t r = 0; r < range.count; r += round_) {
+      const uint64_t k = std::min(round_, range.count - r);
+      Runner runner(paths_, RunnerOptions{});
+      Plan plan;
+      plan.groups = {g};
+      StatsOptions stats;
+      stats.quantiles = Quantiles::kSketch;
+      stats.keep_state = true;
+      const RunResult part = run_experiment(runner, plan, k, seed, stats, RunControl{}, range.first + r);
+      std::vector<std::vector<SketchState>> states(g.tasks.size());
+      for (size_t t = 0; t < g.tasks.size(); ++t)
+        for (const MetricInfo& m : g.tasks[t].metrics->infos) states[t].push_back(part.entries.at(t).state.at(m.name));
+      sink.absorb(g, states, k);
+    }
+    sink.end(g);
+  }
+
+ private:
+  std::vector<PathChoice> paths_;
+  uint64_t round_;
+};
+
+TEST(Backend, AFoldingBackEndGivesTheHostLoopsReport) {
+  const auto paths = parse_paths("gold,emulated");
+  const auto points = points_of({"family=[model_like,floor]", "chunk=[16,24]", "method=[neumann,fwdsub_fp32]"});
+  const RunResult host = run_with(points, paths, 1000, 9, nullptr, 17);
+  FoldingBackend folding(paths, 300);  // rounds of 300, 300, 300, 100
+  const RunResult folded = run_with(points, paths, 1000, 9, &folding, 17);
+  EXPECT_EQ(folded.on_device.size(), 4u);
+  EXPECT_EQ(differences(host.entries, folded.entries, "folded in rounds"), 0u);
+  // The exact statistics are the host's alone: the back-end says why, and the host's loop runs every group.
+  RunnerOptions opt;
+  Runner runner(paths, opt);
+  StatsOptions exact;
+  exact.device = &folding;
+  const RunResult r = run_experiment(runner, runner.plan(points), 50, 9, exact, RunControl{}, 0);
+  EXPECT_TRUE(r.on_device.empty());
+  ASSERT_EQ(r.on_host_why.size(), 1u);
+  EXPECT_EQ(r.on_host_why[0], "folds sketches only");
 }
 
 TEST(DevicePipelineGpu, ReportIsTheHostLoopsBitForBit) {
@@ -189,8 +245,8 @@ TEST(DevicePipelineGpu, WorkersDoNotChangeTheStates) {
     if (d.index > 0) many.push_back(d.index);
   DevicePipeline one(paths, {0}), split(paths, many);
   const SampleRange range{(uint64_t(1) << 33) + 5, 100003};
-  const auto a = one.run(plan.groups[0], 4, range);
-  const auto b = split.run(plan.groups[0], 4, range);
+  const auto a = one.fold(plan.groups[0], 4, range);
+  const auto b = split.fold(plan.groups[0], 4, range);
   ASSERT_EQ(a.size(), b.size());
   size_t differ = 0;
   for (size_t t = 0; t < a.size(); ++t)
@@ -198,8 +254,8 @@ TEST(DevicePipelineGpu, WorkersDoNotChangeTheStates) {
   std::printf("%zu workers against 1: %zu of %zu states differ\n", many.size(), differ, a.size() * a[0].size());
   EXPECT_EQ(differ, 0u);
   // And in two calls (the rounds of a long group), merged.
-  auto c = one.run(plan.groups[0], 4, {range.first, 40000});
-  const auto d = one.run(plan.groups[0], 4, {range.first + 40000, range.count - 40000});
+  auto c = one.fold(plan.groups[0], 4, {range.first, 40000});
+  const auto d = one.fold(plan.groups[0], 4, {range.first + 40000, range.count - 40000});
   for (size_t t = 0; t < c.size(); ++t)
     for (size_t m = 0; m < c[t].size(); ++m) {
       c[t][m].merge(d[t][m]);
@@ -223,8 +279,8 @@ TEST(DevicePipelineGpu, SmallBatchesDoNotChangeTheStates) {
     DevicePipeline whole(paths, {0}), small(paths, {0});
     small.set_batch_cap(1000);
     const SampleRange range{77, 15500};
-    const auto a = whole.run(plan.groups[0], 6, range);
-    const auto b = small.run(plan.groups[0], 6, range);
+    const auto a = whole.fold(plan.groups[0], 6, range);
+    const auto b = small.fold(plan.groups[0], 6, range);
     ASSERT_EQ(a.size(), b.size());
     size_t differ = 0, states = 0;
     for (size_t t = 0; t < a.size(); ++t)
