@@ -72,40 +72,85 @@ double dot16_aligned(const double* a, const double* b, int b_stride, double c, A
 
 namespace {
 
-// Per (row, 16-block) of A and (16-block, column) of B: all zero / all finite.
-// A k-block whose products are all exact zeros leaves C unchanged (and C is
-// never -0 here), so skipping it is exact.
-struct BlockFlags {
+// 2^e for e in a double's normal range (exact; what ldexp gives there).
+inline double pow2(int e) {
+  const uint64_t bits = static_cast<uint64_t>(e + 1023) << 52;
+  double x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+// A zero operand's nominal exponent: far below any real one, so that a sum
+// with a zero factor's stays below kZeroExponent / 2.
+constexpr int kZeroExponent = -(1 << 20);
+
+// dot16_aligned where every a[k], b[k] and c is finite, with the operands'
+// nominal exponents (max(exponent, emin), or kZeroExponent for a zero)
+// given: the same terms, alignment and rounding, without the special-value
+// scan and with the powers of two made from their bits. A product is zero
+// exactly when a factor is (products of BF16/FP16 values are normal
+// doubles), so the largest nominal exponent is that of the non-zero terms.
+inline double dot16_finite(const double* a, const int* ea, const double* b, const int* eb, double c, int emin,
+                           Accum acc, int align_floor) {
+  int emax = kZeroExponent;
+  for (int k = 0; k < 16; ++k) emax = std::max(emax, ea[k] + eb[k]);
+  if (c != 0.0) emax = std::max(emax, std::max(exponent_of(c), emin));
+  if (emax < kZeroExponent / 2) return 0.0;  // every term zero (a zero factor's sum stays below): +0
+  emax = std::max(emax, align_floor);
+  if (emax - kAlignBits < -1022 || kAlignBits - emax < -1022)
+    return dot16_aligned(a, b, 1, c, acc, align_floor);  // out of the powers' range: the general form
+  const double scale = pow2(kAlignBits - emax);
+  int64_t sum = static_cast<int64_t>(c * scale);
+  for (int k = 0; k < 16; ++k) sum += static_cast<int64_t>(a[k] * b[k] * scale);
+  const double s = static_cast<double>(sum) * pow2(emax - kAlignBits);  // exact
+  const double r = acc == Accum::kFP32 ? round_to(s, kFP32, Rounding::kTowardZero)
+                                       : round_to(s, kFP16, Rounding::kNearestEven);
+  return r == 0.0 ? 0.0 : r;
+}
+
+// One operand of a product, laid out by output row (A's rows; B's columns,
+// transposed) with each value's nominal exponent and, per (row, 16-block),
+// whether the block is all zero and whether it is all finite.
+struct Operand {
+  int rows = 0, k = 0;
+  std::vector<double> v;
+  std::vector<int> e;
   std::vector<char> zero, finite;
+  Operand(int rows_, int k_, int emin, auto&& at) : rows(rows_), k(k_), v(size_t(rows_) * k_), e(v.size()),
+      zero(size_t(rows_) * (k_ / 16), 1), finite(zero.size(), 1) {
+    for (int r = 0; r < rows; ++r)
+      for (int kk = 0; kk < k; ++kk) {
+        const double x = at(r, kk);
+        const size_t i = size_t(r) * k + kk, blk = size_t(r) * (k / 16) + kk / 16;
+        v[i] = x;
+        e[i] = x == 0.0 || !std::isfinite(x) ? kZeroExponent : std::max(exponent_of(x), emin);
+        if (x != 0.0) zero[blk] = 0;
+        if (!std::isfinite(x)) finite[blk] = 0;
+      }
+  }
 };
 
-Mat matmul(const Mat& a, const Mat& b, Accum acc) {
-  const int m = static_cast<int>(a.rows()), k = static_cast<int>(a.cols()), n = static_cast<int>(b.cols());
-  const int kb = k / 16;
-  BlockFlags fa{std::vector<char>(m * kb, 1), std::vector<char>(m * kb, 1)};
-  BlockFlags fb{std::vector<char>(n * kb, 1), std::vector<char>(n * kb, 1)};
-  for (int i = 0; i < m; ++i)
-    for (int kk = 0; kk < k; ++kk) {
-      const double v = a(i, kk);
-      if (v != 0.0) fa.zero[i * kb + kk / 16] = 0;
-      if (!std::isfinite(v)) fa.finite[i * kb + kk / 16] = 0;
-    }
-  for (int kk = 0; kk < k; ++kk)
-    for (int j = 0; j < n; ++j) {
-      const double v = b(kk, j);
-      if (v != 0.0) fb.zero[j * kb + kk / 16] = 0;
-      if (!std::isfinite(v)) fb.finite[j * kb + kk / 16] = 0;
-    }
-  Mat d = Mat::Zero(m, n);
-  for (int i = 0; i < m; ++i) {
-    for (int j = 0; j < n; ++j) {
+// Element (i, j) of the product of A's rows with B's rows (B's columns for
+// a matrix product): its k-blocks chained in increasing order through C, from
+// a zero C. A k-block whose products are all exact zeros leaves C unchanged
+// (and C is never -0 here), so skipping it is exact. Blocks with a
+// non-finite operand (or after a non-finite C) take the general dot16.
+// strictly_lower: only j < i, zeros elsewhere.
+Mat products(const Operand& A, const Operand& B, Accum acc, int emin, bool strictly_lower) {
+  const int k = A.k, kb = k / 16;
+  const int floor = acc == Accum::kFP16 ? kFp16AlignFloor : std::numeric_limits<int>::min();
+  Mat d = Mat::Zero(A.rows, B.rows);
+  for (int i = 0; i < A.rows; ++i) {
+    for (int j = 0; j < (strictly_lower ? std::min(i, B.rows) : B.rows); ++j) {
       double c = 0.0;
       for (int blk = 0; blk < kb; ++blk) {
-        const bool skip = (fa.zero[i * kb + blk] && fb.finite[j * kb + blk]) ||
-                          (fb.zero[j * kb + blk] && fa.finite[i * kb + blk]);
-        if (skip) continue;
-        c = dot16(a.data() + static_cast<size_t>(i) * k + blk * 16, b.data() + static_cast<size_t>(blk) * 16 * n + j, n, c,
-                  acc);
+        const size_t ia = size_t(i) * kb + blk, jb = size_t(j) * kb + blk;
+        if ((A.zero[ia] && B.finite[jb]) || (B.zero[jb] && A.finite[ia])) continue;
+        const size_t oa = size_t(i) * k + blk * 16, ob = size_t(j) * k + blk * 16;
+        if (A.finite[ia] && B.finite[jb] && std::isfinite(c))
+          c = dot16_finite(&A.v[oa], &A.e[oa], &B.v[ob], &B.e[ob], c, emin, acc, floor);
+        else
+          c = dot16(&A.v[oa], &B.v[ob], 1, c, acc);
       }
       d(i, j) = c;
     }
@@ -113,9 +158,25 @@ Mat matmul(const Mat& a, const Mat& b, Accum acc) {
   return d;
 }
 
+int emin_of(Accum acc) { return acc == Accum::kFP32 ? kBF16.emin : kFP16.emin; }
+
+Mat matmul(const Mat& a, const Mat& b, Accum acc) {
+  const int emin = emin_of(acc);
+  const Operand A(int(a.rows()), int(a.cols()), emin, [&](int r, int kk) { return a(r, kk); });
+  const Operand B(int(b.cols()), int(b.rows()), emin, [&](int r, int kk) { return b(kk, r); });
+  return products(A, B, acc, emin, false);
+}
+
 }  // namespace
 
 Mat matmul_bf16_f32(const Mat& a, const Mat& b) { return matmul(a, b, Accum::kFP32); }
 Mat matmul_f16(const Mat& a, const Mat& b) { return matmul(a, b, Accum::kFP16); }
+
+Mat lower_products_bf16_f32(const Mat& a, const Mat& b) {
+  const int emin = emin_of(Accum::kFP32);
+  const Operand A(int(a.rows()), int(a.cols()), emin, [&](int r, int kk) { return a(r, kk); });
+  const Operand B(int(b.rows()), int(b.cols()), emin, [&](int r, int kk) { return b(r, kk); });
+  return products(A, B, Accum::kFP32, emin, true);
+}
 
 }  // namespace chunkinv::tc

@@ -30,12 +30,17 @@ double dot16(const double* a, const double* b, int b_stride, double c, Accum acc
 // measurement of kFp16AlignFloor tries candidates).
 double dot16_aligned(const double* a, const double* b, int b_stride, double c, Accum acc, int align_floor);
 
-// Matrix products as the kernel issues them: A (m x k) times B (k x n), all
-// dimensions multiples of 16; each output tile starts from a zero C operand
+// Matrix products as the kernel issues them: A (m x k) times B (k x n), k a
+// multiple of 16; each output tile starts from a zero C operand
 // and chains its k-blocks in increasing order through C.
 // BF16 x BF16 -> FP32 accumulation (the L product).
 Mat matmul_bf16_f32(const Mat& a, const Mat& b);
 // FP16 x FP16 -> FP16 accumulation (the Neumann products).
 Mat matmul_f16(const Mat& a, const Mat& b);
+// Element (i, j), j < i, of a b^T with BF16 x BF16 -> FP32 accumulation: row
+// i of a and row j of b (as many columns, a multiple of 16) chained over
+// their k-blocks as matmul_bf16_f32 does; zero on and above the diagonal
+// (the kernel's L product, whose upper part it never uses).
+Mat lower_products_bf16_f32(const Mat& a, const Mat& b);
 
 }  // namespace chunkinv::tc

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <random>
 
 #include "core/fp.hpp"
 #include "core/rng.hpp"
@@ -120,6 +122,77 @@ TEST(TensorCore, MatmulChainsKBlocksThroughTheAccumulator) {
   EXPECT_EQ(tc::matmul_bf16_f32(a, b)(0, 0), 1.0 + 0x1p-23);
   a(0, 17) = 0;  // now block 2 is 2^-24 alone: 1 + 2^-24 truncates to 1
   EXPECT_EQ(tc::matmul_bf16_f32(a, b)(0, 0), 1.0);
+}
+
+namespace {
+
+// The slow, obvious product: every output element's k-blocks chained through
+// C by tc::dot16 on the matrices as they are (B read down its columns), no
+// block skipped.
+Mat chained_dots(const Mat& a, const Mat& b, tc::Accum acc) {
+  Mat d(a.rows(), b.cols());
+  for (Eigen::Index i = 0; i < a.rows(); ++i)
+    for (Eigen::Index j = 0; j < b.cols(); ++j) {
+      double c = 0.0;
+      for (Eigen::Index blk = 0; blk < a.cols() / 16; ++blk)
+        c = tc::dot16(a.data() + i * a.cols() + blk * 16, b.data() + blk * 16 * b.cols() + j, int(b.cols()), c, acc);
+      d(i, j) = c;
+    }
+  return d;
+}
+
+bool same_bits(double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0 || (std::isnan(x) && std::isnan(y)); }
+
+}  // namespace
+
+// The product's fast form (operands laid out once with their exponents, zero
+// blocks skipped, finite blocks without the special-value scan) against the
+// chained dots: random shapes, zeros and zero blocks, subnormals, values near
+// the format's largest, infinities and NaNs, both accumulators; and the L
+// product's lower form likewise.
+TEST(TensorCore, MatmulIsTheChainedDotsBitForBit) {
+  std::mt19937_64 gen(7);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  size_t compared = 0, special = 0;
+  for (tc::Accum acc : {tc::Accum::kFP32, tc::Accum::kFP16}) {
+    const Format f = acc == tc::Accum::kFP32 ? kBF16 : kFP16;
+    const int top = acc == tc::Accum::kFP32 ? 60 : 8;  // largest exponent drawn (FP16's products overflow above)
+    for (int trial = 0; trial < 48; ++trial) {
+      const int m = 16 * (1 + trial % 3), k = 16 * (1 + (trial / 3) % 4), n = 16 * (1 + trial % 2);
+      const double zeros = trial % 4 == 0 ? 0.6 : 0.2, bad = trial % 6 == 5 ? 0.01 : 0.0;
+      auto draw = [&](Eigen::Index rows, Eigen::Index cols) {
+        Mat x(rows, cols);
+        for (Eigen::Index i = 0; i < x.size(); ++i) {
+          const double r = u(gen);
+          double v;
+          if (r < zeros) v = 0.0;
+          else if (r < zeros + bad) v = u(gen) < 0.5 ? (u(gen) < 0.5 ? INFINITY : -INFINITY) : NAN;
+          else v = std::ldexp(1.0 + u(gen), int(f.emin - 12 + u(gen) * (top - f.emin + 12))) * (u(gen) < 0.5 ? -1 : 1);
+          x.data()[i] = round_to(v, f);
+        }
+        if (trial % 5 == 1) x.block(0, 0, std::min<Eigen::Index>(rows, 16), 16).setZero();  // a whole zero block
+        return x;
+      };
+      const Mat a = draw(m, k), b = draw(k, n);
+      const Mat fast = acc == tc::Accum::kFP32 ? tc::matmul_bf16_f32(a, b) : tc::matmul_f16(a, b);
+      const Mat slow = chained_dots(a, b, acc);
+      if (acc == tc::Accum::kFP32) {  // the L product's form: rows of a against rows of b2, below the diagonal
+        const Mat b2 = draw(m + trial % 3, k), lower = tc::lower_products_bf16_f32(a, b2);
+        const Mat all = chained_dots(a, b2.transpose(), acc);
+        for (Eigen::Index i = 0; i < m; ++i)
+          for (Eigen::Index j = 0; j < b2.rows(); ++j)
+            ASSERT_TRUE(same_bits(lower(i, j), j < i ? all(i, j) : 0.0)) << "trial " << trial << " L(" << i << ", " << j << ")";
+      }
+      for (Eigen::Index i = 0; i < fast.size(); ++i) {
+        ASSERT_TRUE(same_bits(fast.data()[i], slow.data()[i]))
+            << "trial " << trial << " element " << i << ": " << fast.data()[i] << " vs " << slow.data()[i];
+        ++compared;
+        special += !std::isfinite(slow.data()[i]) || slow.data()[i] == 0.0;
+      }
+    }
+  }
+  EXPECT_GT(special, compared / 20) << "the draws reach zeros and non-finite results";
+  EXPECT_LT(special, compared / 2);
 }
 
 TEST(Decay, ReferenceIsBf16OfFtzExp2) {

@@ -49,17 +49,11 @@ Mat kernel_l(const Sample& s, const std::vector<double>& decay, const std::vecto
       kd(i, k) = bf16(s.key(i, k) * decay[e]);
       ki(i, k) = bf16(s.key(i, k) * inv_decay[e]);
     }
-  Mat l = Mat::Zero(c, c);
+  // kd ki^T below the diagonal: an FP32 accumulator chained over d, one k-block at a time.
+  Mat l = tc::lower_products_bf16_f32(kd, ki);
   for (int i = 1; i < c; ++i) {
     const double beta16 = fp16(s.beta[i]), beta32 = fp32(s.beta[i]);
-    for (int j = 0; j < i; ++j) {
-      double acc = 0.0;  // FP32 accumulator chained over d, one k-block at a time
-      for (int blk = 0; blk < dp / 16; ++blk) {
-        acc = tc::dot16(kd.data() + static_cast<size_t>(i) * dp + blk * 16,
-                        ki.data() + static_cast<size_t>(j) * dp + blk * 16, 1, acc, tc::Accum::kFP32);
-      }
-      l(i, j) = storage == LStorage::kFp16 ? fp16(fp16(acc) * beta16) : fp32(acc * beta32);
-    }
+    for (int j = 0; j < i; ++j) l(i, j) = storage == LStorage::kFp16 ? fp16(fp16(l(i, j)) * beta16) : fp32(l(i, j) * beta32);
   }
   return l;
 }
