@@ -3,7 +3,9 @@
 # limit and logged to $OUT/scale.log as it goes (what a killed call had done still comes back):
 #
 #   scripts/gpu-scale.sh raw                # kernel vs emulated on FlashKDA's raw inputs: five seeds, five gate settings
-#   scripts/gpu-scale.sh pipeline 16,24,32  # --pipeline device vs host, 10^6 samples, seeds 1, 2, 3, check --exact
+#   scripts/gpu-scale.sh pipeline 16,24,32  # --pipeline device vs host, 10^6 samples, seeds 1, 2, 3, check --exact;
+#                                           # the reports come back in pipeline-reports.tgz: unpacked into .ext/scale
+#                                           # (carried), a later call takes them instead of running them again
 #   scripts/gpu-scale.sh both 16,24         # both
 #
 # The build goes to /tmp/b (kept between calls on a warm machine). nettle-dev, where the machine lacks it, is read
@@ -75,6 +77,10 @@ fi
 if [ "$what" = pipeline ] || [ "$what" = both ]; then
   for C in ${chunks//,/ }; do for seed in ${SEEDS//,/ }; do
     for p in device host; do
+      # A report an earlier call made (its tarball unpacked into the carried .ext/scale) is taken as it is.
+      if [ -f ".ext/scale/$p-$C-$seed.json" ] && [ "$N" = 1000000 ]; then
+        cp ".ext/scale/$p-$C-$seed.json" /tmp/ && echo "  $p C=$C seed $seed: from .ext/scale" >> "$L" && continue
+      fi
       t0=$(date +%s%N)
       timeout 400 $B run -a family=model_like -a chunk=$C -a decay_floor=-2 --samples $N --seed $seed \
         --paths gold,kernel --quantiles sketch --pipeline $p -q -o /tmp/$p-$C-$seed.json 2>> "$L" ||
@@ -85,6 +91,8 @@ if [ "$what" = pipeline ] || [ "$what" = both ]; then
     rc=$?
     t "pipeline C=$C seed $seed N=$N: device vs host check --exact rc=$rc: $(grep -m1 '^check:' /tmp/chk.txt)"
     [ $rc -eq 0 ] || head -20 /tmp/chk.txt >> "$L"
+    # Every report so far comes back, so that a call cut short loses nothing already run.
+    (cd /tmp && tar czf "$OUT/pipeline-reports.tgz" device-*-*.json host-*-*.json 2> /dev/null)
   done; done
 fi
 t done
