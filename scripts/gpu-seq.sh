@@ -26,7 +26,7 @@ cmake --build /tmp/b -j 16 --target chunkinv chunkinv_tests > $OUT/build.log 2>&
 t built | tee -a $L
 T=/tmp/b/chunkinv_tests B=/tmp/b/chunkinv
 FILTER='GpuRecurrence*:Downstream.RecurrenceDots*:Downstream.ChunkedFp64*:Downstream.StrongForgets*:DownstreamCli.BenchRecurrence*:DownstreamCli.SeqPipelineDevice*'
-# 1. the GPU form against the CPU's, bit for bit
+# 1. the GPU form (both kernel versions) against the CPU's, bit for bit
 timeout 120 $T --gtest_filter="$FILTER" > $OUT/tests.log 2>&1; echo "tests rc=$? ($FILTER)" | tee -a $L
 grep -E "^\[ *(OK|FAILED|SKIPPED) |Failure|differ|Expected|Which is" $OUT/tests.log | head -40 | tee -a $L
 # 2. out-of-bounds accesses and shared-memory races (the staging's barriers)
@@ -50,6 +50,10 @@ run_bench B8 --batch 8
 run_bench B32 --batch 32
 run_bench B32-token --batch 32 --gating token
 run_bench B32-block2048 --batch 32 --block 2048
+# version 2 of the kernel (16 lanes a column pair, half the registers), alternated with version 1
+run_bench B32-v2 --batch 32 --kernel-version 2
+run_bench B8-v2 --batch 8 --kernel-version 2
+run_bench B32-again --batch 32
 # 4. seq with the GPU recurrence as its reference: the host's report, figure for figure
 SEQ=(seq -a family=model_like -a seq_len=2048 -a chunk=64 -a dim=128 -a value_dim=128 -a gating=channel
      -a 'method=[neumann,fwdsub_fp32]' --samples 2 --threads 16 -q)
@@ -78,16 +82,16 @@ try:
 except OSError:
     pass
 print("summary (token-heads/s, FP64, K = V = 128, T = 2048, H = 16):")
-for name in ("B8", "B32", "B32-token", "B32-block2048"):
+for name in ("B8", "B32", "B32-token", "B32-block2048", "B32-v2", "B8-v2", "B32-again"):
     try:
         r = json.load(open(os.path.join(out, f"bench-recurrence-{name}.json")))["recurrence"]
     except (OSError, ValueError, KeyError):
         print(f"  {name}: no report"); continue
     ours = r["token_heads_per_s"] or 0.0
-    line = (f"  {name:14s} ours {ours:.3e} ({100 * (r['fraction_of_fp64_peak'] or 0):.1f}% of {r['fp64_peak_tflops']} TFLOP/s), "
+    line = (f"  {name:14s} v{r.get('kernel_version', 1)} ours {ours:.3e} ({100 * (r['fraction_of_fp64_peak'] or 0):.1f}% of {r['fp64_peak_tflops']} TFLOP/s), "
             f"identical to the CPU: {r['identical_to_cpu']} ({r['o_values_checked']} o values, {len(r['checked_sequences'])} sequences), "
             f"{r['registers']} registers, {r['spill_bytes']} B local")
-    if name in ("B8", "B32") and r["batch"] in peer:
+    if name in ("B8", "B32", "B32-v2", "B8-v2") and r["batch"] in peer:
         line += f"; peer {peer[r['batch']]:.3e}, ratio {ours / peer[r['batch']]:.1f}x"
     print(line)
 print("target: >= 1e8 token-heads/s at B = 32, identical_to_cpu true, tests and sanitizers rc=0")

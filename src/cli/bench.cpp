@@ -58,7 +58,8 @@ struct BenchArgs {
   std::string samples_text, cpu_samples_text, validate_text, repeat_text, seed_text, threads_text, max_memory;
   // --recurrence and its shape (fla's names: B, T, H, K, V), as given.
   bool recurrence = false;
-  std::string batch_text, seq_len_text, heads_text, key_dim_text, value_dim_text, block_text, gating, initial_state;
+  std::string batch_text, seq_len_text, heads_text, key_dim_text, value_dim_text, block_text, gating, initial_state,
+      kernel_version_text;
 };
 
 // Moves the progress bar as a timed or validating run goes.
@@ -386,7 +387,8 @@ double recurrence_flop(int K, int V) { return 7.0 * K * V; }
 void bench_recurrence(const BenchArgs& a) {
   if (!a.axes.empty() || !a.samples_text.empty() || !a.cpu_samples_text.empty() || a.paths != "all")
     throw UsageError("bench --recurrence: -a, --samples, --cpu-samples and --paths are the inverse's benchmark's; the "
-                     "recurrence takes --batch, --seq-len, --heads, --key-dim, --value-dim, --gating, --initial-state, --block");
+                     "recurrence takes --batch, --seq-len, --heads, --key-dim, --value-dim, --gating, --initial-state, --block, "
+                     "--kernel-version");
   constexpr uint64_t kMax = 1 << 20;
   const int B = a.batch_text.empty() ? 32 : int(parse_count("--batch", a.batch_text, 1, kMax));
   const int T = a.seq_len_text.empty() ? 2048 : int(parse_count("--seq-len", a.seq_len_text, 1, kMaxSeqLen));
@@ -394,6 +396,7 @@ void bench_recurrence(const BenchArgs& a) {
   const int K = a.key_dim_text.empty() ? 128 : int(parse_count("--key-dim", a.key_dim_text, 1, 512));
   const int V = a.value_dim_text.empty() ? 128 : int(parse_count("--value-dim", a.value_dim_text, 1, 512));
   const int block = a.block_text.empty() ? 512 : int(parse_count("--block", a.block_text, 1, kMaxSeqLen));
+  const int version = a.kernel_version_text.empty() ? 1 : int(parse_count("--kernel-version", a.kernel_version_text, 1, 2));
   const std::string gating = a.gating.empty() ? "channel" : a.gating;
   const std::string h0 = a.initial_state.empty() ? "zero" : a.initial_state;
   if (gating != "channel" && gating != "token")
@@ -453,6 +456,7 @@ void bench_recurrence(const BenchArgs& a) {
   p.scale = 1.0 / std::sqrt(double(K));  // default_scale: fla's K^-1/2
   p.q = q.data(), p.k = k.data(), p.g = g.data(), p.beta = beta.data(), p.v = v.data();
   p.h0 = h0s.empty() ? nullptr : h0s.data();
+  p.version = version;
   // The check before the timing: the first pass's outputs of the kept sequences against the CPU's Recurrence.
   size_t o_differ = 0, state_differ = 0, o_values = 0, state_values = 0;
   double check_ms = 0;
@@ -486,6 +490,7 @@ void bench_recurrence(const BenchArgs& a) {
       {"recurrence",
        {{"batch", B}, {"seq_len", T}, {"heads", H}, {"key_dim", K}, {"value_dim", V}, {"gating", gating},
         {"initial_state", h0}, {"family", cfg.family}, {"seed", a.seed}, {"block", block}, {"repeat", a.repeat},
+        {"kernel_version", version},
         {"checked_sequences", keep}, {"identical_to_cpu", identical}, {"o_values_differing", o_differ},
         {"o_values_checked", o_values}, {"state_values_differing", state_differ}, {"state_values_checked", state_values},
         {"pass_ms", timing.pass_ms}, {"median_ms", num(median_ms)}, {"token_heads_per_s", num(rate)},
@@ -498,8 +503,8 @@ void bench_recurrence(const BenchArgs& a) {
   } else if (a.format == "json") {
     fmt::print("{}\n", j.dump(1));
   } else {
-    fmt::print("bench --recurrence: B={} T={} H={} K={} V={}, gates per {}, h0 {}, {} tokens a launch, {}\n", B, T, H, K, V,
-               gating, h0, std::min(block, T), devs.empty() ? std::string("?") : devs[0].get<std::string>());
+    fmt::print("bench --recurrence: B={} T={} H={} K={} V={}, gates per {}, h0 {}, {} tokens a launch, kernel version {}, {}\n",
+               B, T, H, K, V, gating, h0, std::min(block, T), version, devs.empty() ? std::string("?") : devs[0].get<std::string>());
     fmt::print("checked against the CPU recurrence on {} sequences: o {} of {} values differ, final state {} of {}{}\n",
                keep.size(), o_differ, o_values, state_differ, state_values, identical ? " (bit for bit identical)" : "");
     if (identical)
@@ -544,6 +549,8 @@ void set_bench_command(CLI::App& app) {
   cmd->add_option("--gating", args->gating, "--recurrence: channel (KDA, default) or token (GDN)");
   cmd->add_option("--initial-state", args->initial_state, "--recurrence: zero (default) or random");
   cmd->add_option("--block", args->block_text, "--recurrence: tokens a launch advances (default 512)");
+  cmd->add_option("--kernel-version", args->kernel_version_text,
+                  "--recurrence: 1 (eight lanes a column pair, default) or 2 (sixteen: half the registers a lane)");
   cmd->callback([args] {
     BenchArgs a = *args;
     constexpr uint64_t kMax = 1'000'000'000'000;
@@ -555,9 +562,10 @@ void set_bench_command(CLI::App& app) {
     if (!a.threads_text.empty()) a.threads = int(parse_count("--threads", a.threads_text, 0, 1024));
     if (a.recurrence) return bench_recurrence(a);
     if (!a.batch_text.empty() || !a.seq_len_text.empty() || !a.heads_text.empty() || !a.key_dim_text.empty() ||
-        !a.value_dim_text.empty() || !a.block_text.empty() || !a.gating.empty() || !a.initial_state.empty())
-      throw UsageError("bench: --batch, --seq-len, --heads, --key-dim, --value-dim, --gating, --initial-state and --block "
-                       "are --recurrence's");
+        !a.value_dim_text.empty() || !a.block_text.empty() || !a.gating.empty() || !a.initial_state.empty() ||
+        !a.kernel_version_text.empty())
+      throw UsageError("bench: --batch, --seq-len, --heads, --key-dim, --value-dim, --gating, --initial-state, --block "
+                       "and --kernel-version are --recurrence's");
     bench(a);
   });
 }

@@ -20,7 +20,7 @@ std::unique_ptr<Path> make_kernel_path(int, int) { throw UsageError("path kernel
 std::unique_ptr<Path> make_cublas_path(bool) { throw UsageError("path cublas: this build has no CUDA support"); }
 
 struct DeviceRecurrence::Impl {};
-DeviceRecurrence::DeviceRecurrence(int, int, int, bool, double, const double*) {
+DeviceRecurrence::DeviceRecurrence(int, int, int, bool, double, const double*, int) {
   throw UsageError("the GPU recurrence: this build has no CUDA support");
 }
 DeviceRecurrence::~DeviceRecurrence() = default;

@@ -77,32 +77,53 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2) recurrence_kernel(const __g
   recurrence_block<NI>(a, x);
 }
 
-const void* kernel_of(int K) {
+// Version 2: half the state a lane; three blocks of 8 warps an SM where the
+// registers allow it (at most 85 a thread).
+template <int NI>
+__global__ void __launch_bounds__(kMaxWarps * 32, 3) recurrence_kernel_v2(const __grid_constant__ Args a) {
+  extern __shared__ __align__(16) double smem[];
+  DeviceContext x{smem};
+  recurrence_block_v2<NI>(a, x);
+}
+
+template <int NI>
+const void* kernel_of(int version) {
+  return version == 2 ? reinterpret_cast<const void*>(&recurrence_kernel_v2<NI>)
+                      : reinterpret_cast<const void*>(&recurrence_kernel<NI>);
+}
+const void* kernel_of(int K, int version) {
   switch (K) {
-    case 16: return reinterpret_cast<const void*>(&recurrence_kernel<1>);
-    case 32: return reinterpret_cast<const void*>(&recurrence_kernel<2>);
-    case 64: return reinterpret_cast<const void*>(&recurrence_kernel<4>);
-    default: return reinterpret_cast<const void*>(&recurrence_kernel<8>);
+    case 16: return kernel_of<1>(version);
+    case 32: return kernel_of<2>(version);
+    case 64: return kernel_of<4>(version);
+    default: return kernel_of<8>(version);
   }
+}
+
+template <int NI>
+void launch_block(int version, dim3 grid, int threads, size_t smem, const Args& a) {
+  if (version == 2) recurrence_kernel_v2<NI><<<grid, threads, smem>>>(a);
+  else recurrence_kernel<NI><<<grid, threads, smem>>>(a);
 }
 
 // The decays of tokens [t0, t0 + count), then the recurrence over them, of
 // every one of n sequences (q, k, g, beta, v, o in `layout`).
 void launch(const double* q, const double* k, const double* g, const double* beta, const double* v, double* o,
-            double* state, double* d, Layout layout, int n, int K, int V, int W, int t0, int count, double scale) {
+            double* state, double* d, Layout layout, int n, int K, int V, int W, int t0, int count, double scale,
+            int version = 1) {
   const size_t total = size_t(n) * count * W;
   decay_kernel<<<unsigned((total + 255) / 256), 256>>>(g, d, layout, t0, count, W, total);
   CUDA_CHECK_LAUNCH();
-  const Shape sh = shape_of(K, V);
+  const Shape sh = shape_of(K, V, version);
   const dim3 grid(unsigned(n), unsigned(sh.blocks_per_sequence));
-  const int warps = sh.warps;
+  const int threads = sh.warps * 32;
   const size_t smem = sh.smem_bytes;
   const Args a{q, k, d, beta, v, o, state, layout, t0, count, V, W, scale};
   switch (K) {
-    case 16: recurrence_kernel<1><<<grid, warps * 32, smem>>>(a); break;
-    case 32: recurrence_kernel<2><<<grid, warps * 32, smem>>>(a); break;
-    case 64: recurrence_kernel<4><<<grid, warps * 32, smem>>>(a); break;
-    default: recurrence_kernel<8><<<grid, warps * 32, smem>>>(a); break;
+    case 16: launch_block<1>(version, grid, threads, smem, a); break;
+    case 32: launch_block<2>(version, grid, threads, smem, a); break;
+    case 64: launch_block<4>(version, grid, threads, smem, a); break;
+    default: launch_block<8>(version, grid, threads, smem, a); break;
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -119,17 +140,18 @@ void upload(DeviceBuffer<double>& b, const double* host, size_t n) {
 }  // namespace
 
 struct DeviceRecurrence::Impl {
-  int n = 0, K = 0, V = 0, W = 1;
+  int n = 0, K = 0, V = 0, W = 1, version = 1;
   double scale = 0;
   DeviceBuffer<double> state, q, k, g, beta, v, o, d;
 };
 
 DeviceRecurrence::DeviceRecurrence(int sequences, int key_dim, int value_dim, bool channel_gates, double scale,
-                                   const double* h0)
+                                   const double* h0, int version)
     : impl_(std::make_unique<Impl>()) {
   require(key_dim, value_dim);
   Impl& m = *impl_;
   m.n = sequences, m.K = key_dim, m.V = value_dim, m.W = channel_gates ? key_dim : 1, m.scale = scale;
+  m.version = version;
   const size_t n = size_t(m.n) * m.K * m.V;
   if (h0) upload(m.state, h0, n);
   else CUDA_CHECK(cudaMemset(m.state.get(n), 0, n * sizeof(double)));
@@ -148,7 +170,7 @@ void DeviceRecurrence::advance(int count, const double* q, const double* k, cons
   upload(m.beta, beta, rows);
   upload(m.v, v, rows * m.V);
   launch(m.q.data(), m.k.data(), m.g.data(), m.beta.data(), m.v.data(), m.o.get(rows * m.V), m.state.data(),
-         m.d.get(rows * m.W), Layout{count, 1}, m.n, m.K, m.V, m.W, 0, count, m.scale);
+         m.d.get(rows * m.W), Layout{count, 1}, m.n, m.K, m.V, m.W, 0, count, m.scale, m.version);
   CUDA_CHECK(cudaMemcpy(o, m.o.data(), rows * m.V * sizeof(double), cudaMemcpyDeviceToHost));
 }
 
@@ -191,7 +213,7 @@ RecurrenceTiming time_recurrence(const RecurrenceProblem& p, int block, int repe
   const auto pass = [&] {
     for (int t = 0; t < p.tokens; t += block)
       launch(q.data(), k.data(), g.data(), beta.data(), v.data(), o.data(), state.data(), d.data(), layout, n, K, V, W,
-             t, std::min(block, p.tokens - t), p.scale);
+             t, std::min(block, p.tokens - t), p.scale, p.version);
   };
   // The first pass: warm-up, and the outputs the CPU checks.
   reset();
@@ -207,7 +229,7 @@ RecurrenceTiming time_recurrence(const RecurrenceProblem& p, int block, int repe
                           cudaMemcpyDeviceToHost));
   }
   cudaFuncAttributes attr{};
-  CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel_of(K)));
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel_of(K, p.version)));
   out.registers = attr.numRegs;
   out.spill_bytes = int(attr.localSizeBytes);
   if (!check(out)) return out;

@@ -27,8 +27,10 @@ std::string recurrence_unsupported(int key_dim, int value_dim);
 class DeviceRecurrence {
  public:
   // Every state starts at h0 (n K V values), or zero where h0 is null.
-  // UsageError for an unsupported shape or without a usable GPU.
-  DeviceRecurrence(int sequences, int key_dim, int value_dim, bool channel_gates, double scale, const double* h0);
+  // UsageError for an unsupported shape or without a usable GPU. `version`:
+  // the kernel's (RecurrenceProblem::version); the same bits either way.
+  DeviceRecurrence(int sequences, int key_dim, int value_dim, bool channel_gates, double scale, const double* h0,
+                   int version = 1);
   ~DeviceRecurrence();
   DeviceRecurrence(const DeviceRecurrence&) = delete;
   DeviceRecurrence& operator=(const DeviceRecurrence&) = delete;
@@ -55,6 +57,9 @@ struct RecurrenceProblem {
   double scale = 0;
   const double *q = nullptr, *k = nullptr, *g = nullptr, *beta = nullptr, *v = nullptr;
   const double* h0 = nullptr;  // [B H][K][V], or null: zero states
+  // The kernel's version (gpu/recurrence_block.hpp): 1, eight lanes a column
+  // pair; 2, sixteen (half the registers a lane). Both give the same bits.
+  int version = 1;
 };
 struct RecurrenceTiming {
   std::vector<double> pass_ms;                // one per timed pass

@@ -14,10 +14,24 @@
 
 namespace chunkinv::gpu::recurrence {
 
-constexpr int kSlices = 8;                        // lanes that share a column pair (forward.hpp: kRecurrenceSlices)
-constexpr int kColumnsPerWarp = 32 / kSlices * 2;  // 8
-constexpr int kMaxWarps = 8;                      // 64 columns a block
-constexpr int kStageTokens = 8;                   // tokens in shared memory at a time
+#ifdef __CUDA_ARCH__
+#define CHUNKINV_FORCEINLINE __forceinline__
+#else
+#define CHUNKINV_FORCEINLINE inline
+#endif
+
+constexpr int kSlices = 8;       // slices of a column's sum (forward.hpp: kRecurrenceSlices)
+constexpr int kMaxWarps = 8;     // warps a block
+constexpr int kStageTokens = 8;  // tokens in shared memory at a time
+
+// Lanes that share a column pair: 8 (version 1: a lane holds both parities of
+// its slice's rows, 2 K / 8 doubles a column pair) or 16 (version 2: a lane
+// holds one parity, K / 8 doubles, so twice the warps fit an SM).
+template <int L>
+constexpr int columns_per_warp() {
+  return 32 / L * 2;  // 8 or 4
+}
+constexpr int lanes_of_version(int version) { return version == 2 ? 16 : 8; }
 
 // Token t of sequence s = b H + h in a [B, T, H, X] tensor: row ((b T + t) H + h).
 struct Layout {
@@ -39,9 +53,10 @@ struct Shape {
   int warps, cols, blocks_per_sequence;
   size_t smem_bytes;
 };
-inline Shape shape_of(int K, int V) {
-  const int warps = V < kMaxWarps * kColumnsPerWarp ? (V + kColumnsPerWarp - 1) / kColumnsPerWarp : kMaxWarps;
-  const int cols = warps * kColumnsPerWarp;
+inline Shape shape_of(int K, int V, int version = 1) {
+  const int cpw = version == 2 ? columns_per_warp<16>() : columns_per_warp<8>();
+  const int warps = V < kMaxWarps * cpw ? (V + cpw - 1) / cpw : kMaxWarps;
+  const int cols = warps * cpw;
   return {warps, cols, (V + cols - 1) / cols,
           (3 * size_t(kStageTokens) * K + size_t(kStageTokens) * cols + kStageTokens) * sizeof(double)};
 }
@@ -87,15 +102,55 @@ CHUNKINV_HD inline double column_sum(X& x, double part0, double part1, int kept)
   return add_rn(sum, x.shfl_xor(sum, 2));
 }
 
-// One block of the recurrence kernel: columns [block_y cols, + cols) of
-// sequence block_x, every token of the launch. K = 16 NI. Every lane of
-// every warp runs every step (the shuffles need all 32); columns past V
-// hold zeros and are never written.
+// The block's shared memory: the staged tokens' k, q and decays (every
+// row), v (the block's columns) and beta.
+struct Staged {
+  double *k, *q, *d, *v, *beta;
+};
+template <class X>
+CHUNKINV_HD inline Staged staged(X& x, int K, int cols) {
+  double* sk = x.smem();
+  return {sk, sk + kStageTokens * K, sk + 2 * kStageTokens * K, sk + 3 * kStageTokens * K,
+          sk + 3 * kStageTokens * K + kStageTokens * cols};
+}
+
+// Tokens [t, t + nt) of the launch into shared memory, between two barriers.
+template <int K, class X>
+CHUNKINV_HD CHUNKINV_FORCEINLINE void stage_tokens(const Args& a, X& x, const Staged& sh, int s, int cols, int col0, int t, int nt) {
+  const int threads = x.threads(), tid = x.thread(), V = a.value_dim;
+  double *sk = sh.k, *sq = sh.q, *sd = sh.d, *sv = sh.v, *sb = sh.beta;
+  x.sync();  // every lane is done with the previous stage
+  for (int i = tid; i < nt * (K / 2); i += threads) {
+    const int j = i / (K / 2), c = 2 * (i % (K / 2));
+    const size_t row = a.layout.row(s, a.t0 + t + j);
+    *reinterpret_cast<Pair*>(sk + j * K + c) = *reinterpret_cast<const Pair*>(a.k + row * K + c);
+    *reinterpret_cast<Pair*>(sq + j * K + c) = *reinterpret_cast<const Pair*>(a.q + row * K + c);
+    const double* dj = a.d + (size_t(s) * a.count + t + j) * a.gate_width;
+    if (a.gate_width == 1) {
+      sd[j * K + c] = dj[0];
+      sd[j * K + c + 1] = dj[0];
+    } else {
+      *reinterpret_cast<Pair*>(sd + j * K + c) = *reinterpret_cast<const Pair*>(dj + c);
+    }
+  }
+  for (int i = tid; i < nt * cols; i += threads) {
+    const int j = i / cols, e = col0 + i % cols;
+    sv[i] = e < V ? a.v[a.layout.row(s, a.t0 + t + j) * V + e] : 0.0;
+  }
+  if (tid < nt) sb[tid] = a.beta[a.layout.row(s, a.t0 + t + tid)];
+  x.sync();
+}
+
+// One block of the recurrence kernel, version 1: columns [block_y cols, +
+// cols) of sequence block_x, every token of the launch. K = 16 NI. Every
+// lane of every warp runs every step (the shuffles need all 32); columns
+// past V hold zeros and are never written. Its staging is stage_tokens'
+// lines inline, as measured (the call costs this kernel two registers).
 template <int NI, class X>
 CHUNKINV_HD inline void recurrence_block(const Args& a, X& x) {
-  constexpr int K = 16 * NI, NR = 2 * NI;
+  constexpr int K = 16 * NI, NR = 2 * NI, CPW = columns_per_warp<8>();
   const int threads = x.threads(), tid = x.thread();
-  const int cols = kColumnsPerWarp * (threads / 32);
+  const int cols = CPW * (threads / 32);
   double* sk = x.smem();
   double* sq = sk + kStageTokens * K;
   double* sd = sq + kStageTokens * K;
@@ -104,7 +159,7 @@ CHUNKINV_HD inline void recurrence_block(const Args& a, X& x) {
   const int s = x.block_x(), V = a.value_dim;
   const int lane = tid & 31, r = lane & (kSlices - 1), kept = r >> 2;
   const int col0 = x.block_y() * cols;
-  const int e0 = col0 + (tid >> 5) * kColumnsPerWarp + (lane / kSlices) * 2;  // columns e0, e0 + 1
+  const int e0 = col0 + (tid >> 5) * CPW + (lane / kSlices) * 2;  // columns e0, e0 + 1
   double* state = a.state + size_t(s) * K * V;
   double s0[NR], s1[NR];  // row 16 i + 2 r + p at [2 i + p], of column e0 and e0 + 1
   CHUNKINV_UNROLL
@@ -191,6 +246,92 @@ CHUNKINV_HD inline void recurrence_block(const Args& a, X& x) {
       if (e0 < V) state[c * V + e0] = s0[2 * i + p];
       if (e0 + 1 < V) state[c * V + e0 + 1] = s1[2 * i + p];
     }
+}
+
+// Version 2's column sum: lane (r, p) of a column pair's 16 (lane r + 8 p)
+// holds chain p of slice r of both columns; it keeps column p. The first
+// shuffle (lane ^ 8) trades the other column's chain, so that P_r = chain 0
+// + chain 1 of the kept column (either order: IEEE addition commutes); the
+// rest is version 1's tree over the slices.
+template <class X>
+CHUNKINV_HD inline double column_sum_split(X& x, double chain0, double chain1, int kept) {
+  const double mine = kept ? chain1 : chain0, other = kept ? chain0 : chain1;
+  double sum = add_rn(mine, x.shfl_xor(other, 8));        // P_r of the kept column
+  sum = add_rn(sum, x.shfl_xor(sum, 4));                 // P_r + P_(r ^ 4)
+  sum = add_rn(sum, x.shfl_xor(sum, 1));
+  return add_rn(sum, x.shfl_xor(sum, 2));
+}
+
+// One block of the recurrence kernel, version 2: as version 1, but 16 lanes
+// a column pair, lane r + 8 p holding rows 16 i + 2 r + p (one parity) of
+// both columns, K / 8 doubles: half the registers, so more warps an SM hide
+// the chains' latency (docs/notes/gpu-notes.md, "v1 under Nsight Compute").
+// Each chain is the same fma chain over the same rows as version 1's, so
+// the same bits.
+template <int NI, class X>
+CHUNKINV_HD inline void recurrence_block_v2(const Args& a, X& x) {
+  constexpr int K = 16 * NI, CPW = columns_per_warp<16>();
+  const int threads = x.threads(), tid = x.thread();
+  const int cols = CPW * (threads / 32);
+  const Staged sh = staged(x, K, cols);
+  const double *sk = sh.k, *sq = sh.q, *sd = sh.d, *sv = sh.v, *sb = sh.beta;
+  const int s = x.block_x(), V = a.value_dim;
+  const int lane = tid & 31, r = lane & (kSlices - 1), p = (lane >> 3) & 1;
+  const int col0 = x.block_y() * cols;
+  const int e0 = col0 + (tid >> 5) * CPW + (lane >> 4) * 2;  // columns e0, e0 + 1
+  double* state = a.state + size_t(s) * K * V;
+  double s0[NI], s1[NI];  // row 16 i + 2 r + p at [i], of column e0 and e0 + 1
+  CHUNKINV_UNROLL
+  for (int i = 0; i < NI; ++i) {
+    const size_t c = 16 * i + 2 * r + p;
+    s0[i] = e0 < V ? state[c * V + e0] : 0.0;
+    s1[i] = e0 + 1 < V ? state[c * V + e0 + 1] : 0.0;
+  }
+
+  for (int t = 0; t < a.count; t += kStageTokens) {
+    const int nt = a.count - t < kStageTokens ? a.count - t : kStageTokens;
+    stage_tokens<K>(a, x, sh, s, cols, col0, t, nt);
+
+    for (int j = 0; j < nt; ++j) {
+      const double* kj = sk + j * K + 2 * r + p;
+      const double* qj = sq + j * K + 2 * r + p;
+      const double* dj = sd + j * K + 2 * r + p;
+      // S = diag(e^g) S, then k^T S: chain p of column e0 (c0) and e0 + 1 (c1)
+      double c0 = 0.0, c1 = 0.0;
+      CHUNKINV_UNROLL
+      for (int i = 0; i < NI; ++i) {
+        const double dd = dj[16 * i], kk = kj[16 * i];
+        s0[i] = mul_rn(s0[i], dd);
+        s1[i] = mul_rn(s1[i], dd);
+        c0 = fma_rn(kk, s0[i], c0);
+        c1 = fma_rn(kk, s1[i], c1);
+      }
+      const double dot_k = column_sum_split(x, c0, c1, p);
+      const double pred = mul_rn(sb[j], sub_rn(sv[j * cols + (e0 - col0) + p], dot_k));
+      const double pred_other = x.shfl_xor(pred, 8);
+      const double p0 = p ? pred_other : pred, p1 = p ? pred : pred_other;
+      // S += k pred^T, then q^T S
+      c0 = c1 = 0.0;
+      CHUNKINV_UNROLL
+      for (int i = 0; i < NI; ++i) {
+        const double kk = kj[16 * i], qq = qj[16 * i];
+        s0[i] = fma_rn(kk, p0, s0[i]);
+        s1[i] = fma_rn(kk, p1, s1[i]);
+        c0 = fma_rn(qq, s0[i], c0);
+        c1 = fma_rn(qq, s1[i], c1);
+      }
+      const double dot_q = column_sum_split(x, c0, c1, p);
+      const int e = e0 + p;
+      if (r == 0 && e < V) a.o[a.layout.row(s, a.t0 + t + j) * V + e] = mul_rn(a.scale, dot_q);
+    }
+  }
+
+  CHUNKINV_UNROLL
+  for (int i = 0; i < NI; ++i) {
+    const size_t c = 16 * i + 2 * r + p;
+    if (e0 < V) state[c * V + e0] = s0[i];
+    if (e0 + 1 < V) state[c * V + e0 + 1] = s1[i];
+  }
 }
 
 }  // namespace chunkinv::gpu::recurrence

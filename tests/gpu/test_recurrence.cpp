@@ -80,15 +80,16 @@ TEST(GpuRecurrence, EqualsTheCpuRecurrenceBitForBit) {
       {"model_like", 32, 72, 64, "token", true, {16, 48}},
       {"model_like", 64, 200, 48, "channel", false, {5, 43}},
   };
+  for (const int version : {1, 2})
   for (const Case& c : cases) {
-    SCOPED_TRACE(::testing::Message() << c.family << " K=" << c.K << " V=" << c.V << " T=" << c.T << " " << c.gating
-                                      << (c.h0 ? " h0" : ""));
+    SCOPED_TRACE(::testing::Message() << "version " << version << " " << c.family << " K=" << c.K << " V=" << c.V
+                                      << " T=" << c.T << " " << c.gating << (c.h0 ? " h0" : ""));
     const int n = 3, K = c.K, V = c.V, W = std::string(c.gating) == "channel" ? K : 1;
     const std::vector<Sequence> seqs = sequences(c, n);
     const double scale = default_scale(seqs[0]);
     std::vector<double> h0;
     for (const Sequence& s : seqs) h0.insert(h0.end(), s.h0.begin(), s.h0.end());
-    gpu::DeviceRecurrence dev(n, K, V, W == K, scale, c.h0 ? h0.data() : nullptr);
+    gpu::DeviceRecurrence dev(n, K, V, W == K, scale, c.h0 ? h0.data() : nullptr, version);
     std::vector<Recurrence> cpu;
     for (const Sequence& s : seqs) cpu.emplace_back(s, scale);
     int t0 = 0;
@@ -150,11 +151,11 @@ struct HostContext {
 };
 
 // gpu/recurrence.cu's launch() on the host: the decays, then every block of the grid.
-void emulated_launch(int K, const gpu::recurrence::Args& a, const double* g, int n) {
+void emulated_launch(int K, const gpu::recurrence::Args& a, const double* g, int n, int version) {
   using namespace gpu::recurrence;
   const size_t total = size_t(n) * a.count * a.gate_width;
   for (size_t i = 0; i < total; ++i) decay_one(g, const_cast<double*>(a.d), a.layout, a.t0, a.count, a.gate_width, i);
-  const Shape sh = shape_of(K, a.value_dim);
+  const Shape sh = shape_of(K, a.value_dim, version);
   for (int s = 0; s < n; ++s)
     for (int by = 0; by < sh.blocks_per_sequence; ++by) {
       HostBlock block(sh.warps * 32, s, by, sh.smem_bytes);
@@ -162,11 +163,20 @@ void emulated_launch(int K, const gpu::recurrence::Args& a, const double* g, int
       for (int tid = 0; tid < block.threads; ++tid)
         threads.emplace_back([&, tid] {
           HostContext x{&block, tid};
-          switch (K) {
-            case 16: recurrence_block<1>(a, x); break;
-            case 32: recurrence_block<2>(a, x); break;
-            case 64: recurrence_block<4>(a, x); break;
-            default: recurrence_block<8>(a, x); break;
+          if (version == 2) {
+            switch (K) {
+              case 16: recurrence_block_v2<1>(a, x); break;
+              case 32: recurrence_block_v2<2>(a, x); break;
+              case 64: recurrence_block_v2<4>(a, x); break;
+              default: recurrence_block_v2<8>(a, x); break;
+            }
+          } else {
+            switch (K) {
+              case 16: recurrence_block<1>(a, x); break;
+              case 32: recurrence_block<2>(a, x); break;
+              case 64: recurrence_block<4>(a, x); break;
+              default: recurrence_block<8>(a, x); break;
+            }
           }
         });
       for (std::thread& t : threads) t.join();
@@ -179,8 +189,10 @@ TEST(GpuRecurrenceSource, KernelBodiesOnTheHostEqualTheRecurrence) {
       {"model_like", 16, 13, 19, "token", true, {9, 10}},
       {"model_like", 32, 72, 10, "channel", false, {10}},
   };
+  for (const int version : {1, 2})
   for (const Case& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "K=" << c.K << " V=" << c.V << " " << c.gating << (c.h0 ? " h0" : ""));
+    SCOPED_TRACE(::testing::Message() << "version " << version << " K=" << c.K << " V=" << c.V << " " << c.gating
+                                      << (c.h0 ? " h0" : ""));
     const int n = 2, K = c.K, V = c.V, W = std::string(c.gating) == "channel" ? K : 1;
     const std::vector<Sequence> seqs = sequences(c, n);
     const double scale = default_scale(seqs[0]);
@@ -197,7 +209,7 @@ TEST(GpuRecurrenceSource, KernelBodiesOnTheHostEqualTheRecurrence) {
       std::vector<double> o(size_t(n) * count * V, NAN), d(size_t(n) * count * W);
       const gpu::recurrence::Args a{q.data(), k.data(), d.data(), beta.data(), v.data(), o.data(), state.data(),
                                     gpu::recurrence::Layout{count, 1}, 0, count, V, W, scale};
-      emulated_launch(K, a, g.data(), n);
+      emulated_launch(K, a, g.data(), n, version);
       for (int i = 0; i < n; ++i) {
         Mat rows;
         cpu[i].advance(t0, count, rows);
