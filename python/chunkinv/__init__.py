@@ -19,8 +19,8 @@ import numpy as _np
 
 from . import _core
 
-__all__ = ["paths", "methods", "gold", "inverse", "score", "chunked", "recurrence", "aggregate", "run", "load_report",
-           "testing", "version"]
+__all__ = ["paths", "methods", "gold", "inverse", "score", "chunked", "recurrence", "recurrence_backward", "aggregate",
+           "run", "load_report", "testing", "version"]
 version = _core.version
 
 
@@ -137,6 +137,16 @@ def recurrence(q, k, v, g, beta, *, scale=None, initial_state=None, cu_seqlens=N
     arrays = [_array(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"), (g, "g"), (beta, "beta"))]
     return _core.recurrence(*arrays, None if scale is None else float(scale), _array(initial_state, "initial_state"),
                             _array(cu_seqlens, "cu_seqlens"), threads)
+
+
+def recurrence_backward(q, k, v, g, beta, do, *, dht=None, scale=None, initial_state=None, cu_seqlens=None, threads=0):
+    """The FP64 recurrence's gradients (docs/downstream.md, "Backward") of ``sum(do * o) + sum(dht * ht)`` with
+    respect to every input of ``chunkinv.recurrence`` (the same arguments), given ``do`` [B, T, H, V] and optionally
+    ``dht`` [N, H, K, V]: {"dq", "dk" [B, T, H, K], "dv" [B, T, H, V], "dg" as g, "dbeta" [B, T, H],
+    "dh0" [N, H, K, V]} in float64, with respect to the inputs as read (k in BF16; no normalisation inside)."""
+    arrays = [_array(x, n) for x, n in ((q, "q"), (k, "k"), (v, "v"), (g, "g"), (beta, "beta"), (do, "do"))]
+    return _core.recurrence_backward(*arrays, _array(dht, "dht"), None if scale is None else float(scale),
+                                     _array(initial_state, "initial_state"), _array(cu_seqlens, "cu_seqlens"), threads)
 
 
 def aggregate(values, *, flag=False):

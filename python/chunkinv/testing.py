@@ -14,9 +14,9 @@ score``) and, when ``atol`` or ``rtol`` is given, also as
 """
 import numpy as _np
 
-from . import _array, _core, _inputs, recurrence
+from . import _array, _core, _inputs, recurrence, recurrence_backward
 
-__all__ = ["assert_inverse_close", "assert_output_close"]
+__all__ = ["assert_inverse_close", "assert_output_close", "assert_gradients_close"]
 
 
 def _numpy(x):
@@ -158,6 +158,66 @@ def _compare(a, e, rel_rmse, atol, rtol):
     return r, reasons, _np.unravel_index(int(_np.argmax(err)), e.shape)
 
 
+def _candidate(x, name, want, layout, who):
+    """A candidate tensor as float64 NumPy of the reference's shape, or a one-line ValueError."""
+    a = _numpy(_array(x, name))
+    if a.shape != want:
+        raise ValueError(f"{who}: {name} has shape {tuple(a.shape)}, not {layout} = {want}")
+    return a
+
+
+def _check(tensors, spans, heads, rel_rmse, atol, rtol, block, title, msg):
+    """Every sequence head of every (name, candidate, reference, per_token) against the tolerances; an
+    AssertionError naming the worst. Per-token tensors are [B, T, H, ...] (sequence n's tokens of batch row
+    spans[n]); the others [N, H, ...] (one a sequence)."""
+    failures = []  # (badness, name, n, h, r, index, reasons)
+    for name, cand, ref, per_token in tensors:
+        for n, (row, first, count) in enumerate(spans):
+            for h in range(heads):
+                a, e = (cand[row, first:first + count, h], ref[row, first:first + count, h]) if per_token else \
+                       (cand[n, h], ref[n, h])
+                r, reasons, idx = _compare(a, e, rel_rmse, atol, rtol)
+                if reasons:
+                    failures.append((r if _np.isfinite(r) else _np.inf, name, n, h, r, idx, reasons))
+    if not failures:
+        return
+    failures.sort(key=lambda f: (-f[0], f[2], f[3], f[1]))
+    _, name, n, h, r, idx, reasons = failures[0]
+    cand, ref, per_token = next((c, e, p) for nm, c, e, p in tensors if nm == name)
+    row, first, count = spans[n]
+    heads_failing = len({(f[2], f[3]) for f in failures})
+    lines = [f"{title}: {heads_failing} of {len(spans) * heads} sequence heads fail "
+             f"(rel_rmse={rel_rmse}, atol={atol}, rtol={rtol}).",
+             f"Worst: sequence {n} (batch row {row}, tokens {first}..{first + count - 1}), head {h}: "
+             f"{name} {'; '.join(reasons)}."]
+    if per_token:
+        t, rest = int(idx[0]), tuple(int(x) for x in idx[1:])
+        at = (row, first + t, h) + rest
+        a, e = cand[at], ref[at]
+        lines.append(f"Its worst element: {name}[{', '.join(map(str, at))}] = {a:.6g} vs {e:.6g} "
+                     f"(absolute error {abs(a - e):.3e}).")
+        a_all, e_all = cand[row, first:first + count, h], ref[row, first:first + count, h]
+        bad = [i for i in range(count) if not _np.isfinite(a_all[i]).all()]
+        if bad:
+            lines.append(f"Its first non-finite token: {first + bad[0]}.")
+        else:
+            blocks = [(_rel_rmse(a_all[b:b + block], e_all[b:b + block]), b) for b in range(0, count, block)]
+            worst, b = max(blocks)
+            lines.append(f"Its worst {block}-token block: tokens {first + b}..{first + min(b + block, count) - 1}, "
+                         f"relative RMSE {worst:.3e} (the first block {blocks[0][0]:.3e}, the last {blocks[-1][0]:.3e}).")
+    else:
+        at = (n, h) + tuple(int(x) for x in idx)
+        a, e = cand[at], ref[at]
+        lines.append(f"Its worst element: {name}[{', '.join(map(str, at))}] = {a:.6g} vs {e:.6g} "
+                     f"(absolute error {abs(a - e):.3e}).")
+    if len(failures) > 1:
+        others = ", ".join(f"{f[1]} of sequence {f[2]} head {f[3]}" for f in failures[1:6])
+        lines.append(f"Others, worst first: {others}{', ...' if len(failures) > 6 else ''}.")
+    if msg:
+        lines.insert(0, str(msg))
+    raise AssertionError("\n".join(lines))
+
+
 def assert_output_close(o, q, k, v, g, beta, *, final_state=None, scale=None, initial_state=None, cu_seqlens=None,
                         rel_rmse=5e-3, atol=None, rtol=None, block=64, msg=None):
     """Fails (AssertionError) unless a kernel's layer output ``o`` [B, T, H, V] (and, where given, its
@@ -174,61 +234,40 @@ def assert_output_close(o, q, k, v, g, beta, *, final_state=None, scale=None, in
         raise ValueError("assert_output_close: give rel_rmse, atol or rtol")
     ref = recurrence(q, k, v, g, beta, scale=scale, initial_state=initial_state, cu_seqlens=cu_seqlens)
     ro, rh = ref["o"], ref["final_state"]
-    cand = _numpy(_array(o, "o"))
-    if cand.shape != ro.shape:
-        raise ValueError(f"assert_output_close: o has shape {tuple(cand.shape)}, not [B, T, H, V] = {ro.shape}")
-    ht = None
+    who = "assert_output_close"
+    tensors = [("o", _candidate(o, "o", ro.shape, "[B, T, H, V]", who), ro, True)]
     if final_state is not None:
-        ht = _numpy(_array(final_state, "final_state"))
-        if ht.shape != rh.shape:
-            raise ValueError(f"assert_output_close: final_state has shape {tuple(ht.shape)}, not [N, H, K, V] = "
-                             f"{rh.shape}")
+        tensors.append(("final_state", _candidate(final_state, "final_state", rh.shape, "[N, H, K, V]", who), rh, False))
     B, T, H, _ = ro.shape
-    spans = _spans(cu_seqlens, B, T)
-    failures = []  # (badness, what, n, h, r, index, reasons)
-    for n, (row, first, count) in enumerate(spans):
-        for h in range(H):
-            a, e = cand[row, first:first + count, h], ro[row, first:first + count, h]
-            r, reasons, idx = _compare(a, e, rel_rmse, atol, rtol)
-            if reasons:
-                failures.append((r if _np.isfinite(r) else _np.inf, "o", n, h, r, idx, reasons))
-            if ht is not None:
-                r, reasons, idx = _compare(ht[n, h], rh[n, h], rel_rmse, atol, rtol)
-                if reasons:
-                    failures.append((r if _np.isfinite(r) else _np.inf, "final_state", n, h, r, idx, reasons))
-    if not failures:
-        return
+    _check(tensors, _spans(cu_seqlens, B, T), H, rel_rmse, atol, rtol, block,
+           "Output not close to the FP64 recurrence", msg)
 
-    failures.sort(key=lambda f: (-f[0], f[2], f[3], f[1]))
-    _, what, n, h, r, idx, reasons = failures[0]
-    row, first, count = spans[n]
-    where = f"sequence {n} (batch row {row}, tokens {first}..{first + count - 1}), head {h}"
-    heads = len({(f[2], f[3]) for f in failures})
-    lines = [f"Output not close to the FP64 recurrence: {heads} of {len(spans) * H} sequence heads fail "
-             f"(rel_rmse={rel_rmse}, atol={atol}, rtol={rtol}).",
-             f"Worst: {where}: {what} {'; '.join(reasons)}."]
-    if what == "o":
-        t, c = (int(x) for x in idx)
-        a, e = cand[row, first + t, h, c], ro[row, first + t, h, c]
-        lines.append(f"Its worst element: o[{row}, {first + t}, {h}, {c}] = {a:.6g} vs {e:.6g} "
-                     f"(absolute error {abs(a - e):.3e}).")
-        a_all, e_all = cand[row, first:first + count, h], ro[row, first:first + count, h]
-        bad = [i for i in range(count) if not _np.isfinite(a_all[i]).all()]
-        if bad:
-            lines.append(f"Its first non-finite token: {first + bad[0]}.")
-        else:
-            blocks = [(_rel_rmse(a_all[b:b + block], e_all[b:b + block]), b) for b in range(0, count, block)]
-            worst, b = max(blocks)
-            lines.append(f"Its worst {block}-token block: tokens {first + b}..{first + min(b + block, count) - 1}, "
-                         f"relative RMSE {worst:.3e} (the first block {blocks[0][0]:.3e}, the last {blocks[-1][0]:.3e}).")
-    else:
-        kk, c = (int(x) for x in idx)
-        a, e = ht[n, h, kk, c], rh[n, h, kk, c]
-        lines.append(f"Its worst element: final_state[{n}, {h}, {kk}, {c}] = {a:.6g} vs {e:.6g} "
-                     f"(absolute error {abs(a - e):.3e}).")
-    if len(failures) > 1:
-        others = ", ".join(f"{f[1]} of sequence {f[2]} head {f[3]}" for f in failures[1:6])
-        lines.append(f"Others, worst first: {others}{', ...' if len(failures) > 6 else ''}.")
-    if msg:
-        lines.insert(0, str(msg))
-    raise AssertionError("\n".join(lines))
+
+_GRADIENT_LAYOUTS = {"dq": "[B, T, H, K]", "dk": "[B, T, H, K]", "dv": "[B, T, H, V]", "dg": "g's",
+                     "dbeta": "[B, T, H]", "dh0": "[N, H, K, V]"}
+
+
+def assert_gradients_close(grads, q, k, v, g, beta, do, *, dht=None, scale=None, initial_state=None,
+                           cu_seqlens=None, rel_rmse=5e-3, atol=None, rtol=None, block=64, msg=None):
+    """Fails (AssertionError) unless a kernel's gradients are close to the FP64 recurrence's
+    (``chunkinv.recurrence_backward``) for the same inputs and upstream gradient ``do`` (and ``dht``).
+
+    ``grads`` maps any of ``dq``, ``dk``, ``dv``, ``dg``, ``dbeta``, ``dh0`` to the kernel's tensor (fla's
+    names and layouts; any array type, CUDA tensors included); each sequence head of each is held to the
+    tolerances of ``assert_output_close`` (``rel_rmse`` per sequence head: the metrics ``dq_rel_rmse``, ... of
+    ``chunkinv seq --candidate``). The message names the gradient, sequence, head, worst element and worst
+    ``block`` tokens."""
+    if rel_rmse is None and atol is None and rtol is None:
+        raise ValueError("assert_gradients_close: give rel_rmse, atol or rtol")
+    unknown = sorted(set(grads) - set(_GRADIENT_LAYOUTS))
+    if unknown or not grads:
+        raise ValueError(f"assert_gradients_close: grads names {unknown or 'nothing'}; it takes "
+                         f"{', '.join(_GRADIENT_LAYOUTS)}")
+    ref = recurrence_backward(q, k, v, g, beta, do, dht=dht, scale=scale, initial_state=initial_state,
+                              cu_seqlens=cu_seqlens)
+    who = "assert_gradients_close"
+    tensors = [(name, _candidate(x, name, ref[name].shape, _GRADIENT_LAYOUTS[name], who), ref[name], name != "dh0")
+               for name, x in grads.items()]
+    B, T, H = ref["dbeta"].shape
+    _check(tensors, _spans(cu_seqlens, B, T), H, rel_rmse, atol, rtol, block,
+           "Gradients not close to the FP64 recurrence's", msg)

@@ -29,6 +29,7 @@
 #include "gpu/gpu.hpp"
 #include "io/tensor.hpp"
 #include "core/thread_pool.hpp"
+#include "downstream/backward.hpp"
 #include "downstream/forward.hpp"
 #include "downstream/tensors.hpp"
 #include "inputs/tensor_set.hpp"
@@ -269,20 +270,45 @@ py::dict gold(const py::object& keys, const py::object& g, const py::object& bet
 
 // The FP64 token recurrence (docs/downstream.md) of every sequence and head
 // of inputs in fla's layout: o [B, T, H, V] and the final state [N, H, K, V].
+// The sequences of arrays in fla's layout (q, k, v, g, beta; initial_state,
+// cu_seqlens, and the backward's do and dht where given), where each lies,
+// and the scale (fla's K^-1/2 where none is given).
+struct ArraySequences {
+  TensorSet set;
+  SequenceSet seqs;
+  std::vector<SequenceSpan> spans;
+  bool scaled = false;
+  double scale = 0.0;
+  double scale_of(const Sequence& s) const { return scaled ? scale : default_scale(s); }
+};
+
+ArraySequences array_sequences(const py::object& q, const py::object& k, const py::object& v, const py::object& g,
+                               const py::object& beta, const py::object& scale, const py::object& h0,
+                               const py::object& cu, const py::object& d_o = py::none(),
+                               const py::object& dht = py::none()) {
+  ArraySequences a;
+  a.set = make_tensor_set(set_tensors(k, g, beta, cu, "k"), "arrays");
+  TensorMap more{{"q", tensor_of(q, "arrays[q]")}, {"v", tensor_of(v, "arrays[v]")}};
+  if (!h0.is_none()) more["initial_state"] = tensor_of(h0, "arrays[initial_state]");
+  if (!d_o.is_none()) more["do"] = tensor_of(d_o, "arrays[do]");
+  if (!dht.is_none()) more["dht"] = tensor_of(dht, "arrays[dht]");
+  a.seqs = sequences_of(a.set, more, "arrays");
+  a.spans = sequence_spans(a.set);
+  a.scaled = !scale.is_none();
+  a.scale = a.scaled ? scale.cast<double>() : 0.0;
+  if (a.scaled && !(a.scale > 0.0 && std::isfinite(a.scale)))
+    throw UsageError(fmt::format("scale = {} is not a positive finite number", a.scale));
+  return a;
+}
+
 py::dict recurrence(const py::object& q, const py::object& k, const py::object& v, const py::object& g,
                     const py::object& beta, const py::object& scale, const py::object& h0, const py::object& cu,
                     int threads) {
-  const TensorSet set = make_tensor_set(set_tensors(k, g, beta, cu, "k"), "arrays");
-  TensorMap more{{"q", tensor_of(q, "arrays[q]")}, {"v", tensor_of(v, "arrays[v]")}};
-  if (!h0.is_none()) more["initial_state"] = tensor_of(h0, "arrays[initial_state]");
-  const SequenceSet seqs = sequences_of(set, more, "arrays");
-  const std::vector<SequenceSpan> spans = sequence_spans(set);
-  const int64_t B = set.batch, T = set.tokens, H = seqs.heads, K = set.dim;
+  const ArraySequences in = array_sequences(q, k, v, g, beta, scale, h0, cu);
+  const SequenceSet& seqs = in.seqs;
+  const std::vector<SequenceSpan>& spans = in.spans;
+  const int64_t B = in.set.batch, T = in.set.tokens, H = seqs.heads, K = in.set.dim;
   const int64_t V = seqs.sequences.front().value_dim, N = static_cast<int64_t>(spans.size());
-  const bool scaled = !scale.is_none();
-  const double given_scale = scaled ? scale.cast<double>() : 0.0;
-  if (scaled && !(given_scale > 0.0 && std::isfinite(given_scale)))
-    throw UsageError(fmt::format("scale = {} is not a positive finite number", given_scale));
   using S = py::ssize_t;
   Array o({S(B), S(T), S(H), S(V)}), ht({S(N), S(H), S(K), S(V)});
   std::fill(o.mutable_data(), o.mutable_data() + o.size(), 0.0);
@@ -294,7 +320,7 @@ py::dict recurrence(const py::object& q, const py::object& k, const py::object& 
     pool.parallel_for(seqs.sequences.size(), [&](size_t i) {
       const Sequence& sq = seqs.sequences[i];
       const int64_t n = static_cast<int64_t>(i) / H, h = static_cast<int64_t>(i) % H;
-      Recurrence r(sq, scaled ? given_scale : default_scale(sq));
+      Recurrence r(sq, in.scale_of(sq));
       Mat rows;
       r.advance(0, sq.tokens, rows);
       for (int64_t t = 0; t < sq.tokens; ++t)
@@ -305,6 +331,45 @@ py::dict recurrence(const py::object& q, const py::object& k, const py::object& 
   py::dict d;
   d["o"] = o;
   d["final_state"] = ht;
+  return d;
+}
+
+// The FP64 recurrence's gradients (downstream/backward.hpp) of sum(do o) +
+// sum(dht ht) with respect to every input, in the inputs' layouts.
+py::dict recurrence_backward(const py::object& q, const py::object& k, const py::object& v, const py::object& g,
+                             const py::object& beta, const py::object& d_o, const py::object& dht,
+                             const py::object& scale, const py::object& h0, const py::object& cu, int threads) {
+  const ArraySequences in = array_sequences(q, k, v, g, beta, scale, h0, cu, d_o, dht);
+  const SequenceSet& seqs = in.seqs;
+  const std::vector<SequenceSpan>& spans = in.spans;
+  const int64_t B = in.set.batch, T = in.set.tokens, H = seqs.heads, K = in.set.dim;
+  const int64_t V = seqs.sequences.front().value_dim, N = static_cast<int64_t>(spans.size());
+  const int64_t W = in.set.g_channels;
+  using S = py::ssize_t;
+  Array dq({S(B), S(T), S(H), S(K)}), dk({S(B), S(T), S(H), S(K)}), dv({S(B), S(T), S(H), S(V)}),
+      dg(W == 1 ? std::vector<S>{S(B), S(T), S(H)} : std::vector<S>{S(B), S(T), S(H), S(K)}),
+      dbeta({S(B), S(T), S(H)}), dh0({S(N), S(H), S(K), S(V)});
+  for (Array* a : {&dq, &dk, &dv, &dg, &dbeta}) std::fill(a->mutable_data(), a->mutable_data() + a->size(), 0.0);
+  {
+    py::gil_scoped_release nogil;
+    double *pq = dq.mutable_data(), *pk = dk.mutable_data(), *pv = dv.mutable_data(), *pg = dg.mutable_data(),
+           *pb = dbeta.mutable_data(), *ph = dh0.mutable_data();
+    ThreadPool pool(threads);
+    pool.parallel_for(seqs.sequences.size(), [&](size_t i) {
+      const Sequence& sq = seqs.sequences[i];
+      const int64_t n = static_cast<int64_t>(i) / H, h = static_cast<int64_t>(i) % H;
+      const Gradients gr = recurrent_backward(sq, upstream_of(sq, 0, 0), in.scale_of(sq));
+      const auto put = [&](const Mat& m, double* out, int64_t width) {
+        for (int64_t t = 0; t < sq.tokens; ++t)
+          std::copy(m.row(t).data(), m.row(t).data() + width,
+                    out + ((spans[n].row * T + spans[n].first + t) * H + h) * width);
+      };
+      put(gr.dq, pq, K), put(gr.dk, pk, K), put(gr.dv, pv, V), put(gr.dg, pg, W), put(gr.dbeta, pb, 1);
+      std::copy(gr.dh0.data(), gr.dh0.data() + K * V, ph + (n * H + h) * K * V);
+    });
+  }
+  py::dict d;
+  d["dq"] = dq, d["dk"] = dk, d["dv"] = dv, d["dg"] = dg, d["dbeta"] = dbeta, d["dh0"] = dh0;
   return d;
 }
 
@@ -493,6 +558,9 @@ PYBIND11_MODULE(_core, mod) {
   mod.def("recurrence", &recurrence, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("g"), py::arg("beta"),
           py::arg("scale") = py::none(), py::arg("initial_state") = py::none(), py::arg("cu_seqlens") = py::none(),
           py::arg("threads") = 0);
+  mod.def("recurrence_backward", &recurrence_backward, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("g"),
+          py::arg("beta"), py::arg("do"), py::arg("dht") = py::none(), py::arg("scale") = py::none(),
+          py::arg("initial_state") = py::none(), py::arg("cu_seqlens") = py::none(), py::arg("threads") = 0);
   mod.def("aggregate", &aggregate_values, py::arg("values"), py::arg("flag") = false);
   mod.def("read_report", &read_report_json, py::arg("path"));
   py::class_<api::RunRequest>(mod, "RunRequest", "chunkinv run's options, typed (src/api/run.hpp)")

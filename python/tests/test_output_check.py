@@ -1,8 +1,10 @@
-"""chunkinv.recurrence and chunkinv.testing.assert_output_close: the FP64
-recurrence equals a plain NumPy loop over the tokens (per-token and
-per-channel gates, an initial state, packed sequences); the check passes on
-it, and fails on a perturbed output or final state with a message naming
-the sequence, head, element and token block; bad shapes are one line."""
+"""chunkinv.recurrence, recurrence_backward and chunkinv.testing's output and
+gradient checks: the FP64 recurrence equals a plain NumPy loop over the
+tokens (per-token and per-channel gates, an initial state, packed
+sequences), its gradients that loop's central differences; the checks pass
+on them, and fail on a perturbed output, final state or gradient with a
+message naming the tensor, sequence, head, element and token block; bad
+shapes are one line."""
 import re
 
 import numpy as np
@@ -128,3 +130,52 @@ def test_bad_shapes_and_tolerances_are_one_line():
         chunkinv.recurrence(q[..., :8], k, v, g, beta)
     with pytest.raises(ValueError, match=r"^scale = -1 is not a positive finite number"):
         chunkinv.recurrence(q, k, v, g, beta, scale=-1.0)
+
+
+@pytest.mark.parametrize("channel", [False, True])
+def test_the_backward_is_the_plain_loops_finite_differences(channel):
+    # L = sum(do * o) + sum(dht * ht) of the plain loop, central differences in every input element (k in BF16,
+    # as the tool reads it: its perturbations are taken on BF16-exact keys, so that the rounding is the identity).
+    q, k, v, g, beta, h0 = inputs(8, B=1, T=6, H=1, K=4, V=3, channel=channel, h0=True)
+    k = bf16(k)
+    rng = np.random.default_rng(1)
+    do, dht = rng.standard_normal((1, 6, 1, 3)), rng.standard_normal((1, 1, 4, 3))
+    got = chunkinv.recurrence_backward(q, k, v, g, beta, do, dht=dht, initial_state=h0)
+
+    def loss(q_, v_, g_, beta_, h0_):
+        o, ht = naive(q_, k, v_, g_, beta_, h0_)
+        return float(np.sum(do * o) + np.sum(dht * ht))
+
+    args = {"dq": q, "dv": v, "dg": g, "dbeta": beta, "dh0": h0}
+    for name, x in args.items():
+        fd = np.zeros_like(x)
+        for i in np.ndindex(x.shape):
+            step = 1e-6 * max(1.0, abs(x[i]))
+            plus, minus = [{n: a.copy() for n, a in args.items()} for _ in range(2)]
+            plus[name][i] += step
+            minus[name][i] -= step
+            fd[i] = (loss(*(plus[n] for n in args)) - loss(*(minus[n] for n in args))) / (2 * step)
+        np.testing.assert_allclose(got[name], fd, rtol=1e-6, atol=1e-8, err_msg=name)
+    assert got["dk"].shape == k.shape and np.all(np.isfinite(got["dk"]))
+
+
+def test_assert_gradients_close_names_the_gradient_sequence_and_token():
+    q, k, v, g, beta, _ = inputs(9, T=70, channel=True)
+    do = np.random.default_rng(2).standard_normal(v.shape)
+    ref = chunkinv.recurrence_backward(q, k, v, g, beta, do)
+    grads = {name: ref[name].copy() for name in ("dq", "dk", "dv", "dg", "dbeta")}
+    chunkinv.testing.assert_gradients_close(grads, q, k, v, g, beta, do, rel_rmse=0.0, atol=0.0)
+    grads["dk"][0, 66, 1, 2] += 10.0
+    with pytest.raises(AssertionError) as e:
+        chunkinv.testing.assert_gradients_close(grads, q, k, v, g, beta, do, block=32)
+    text = str(e.value)
+    assert text.startswith("Gradients not close to the FP64 recurrence's: 1 of 4 sequence heads fail")
+    assert "Worst: sequence 0 (batch row 0, tokens 0..69), head 1: dk relative RMSE" in text
+    assert "Its worst element: dk[0, 66, 1, 2]" in text
+    assert "Its worst 32-token block: tokens 64..69" in text
+    with pytest.raises(ValueError, match=r"^assert_gradients_close: grads names \['dx'\]; it takes dq, dk"):
+        chunkinv.testing.assert_gradients_close({"dx": grads["dq"]}, q, k, v, g, beta, do)
+    with pytest.raises(ValueError, match=r"^assert_gradients_close: dbeta has shape \(2, 70\), not \[B, T, H\]"):
+        chunkinv.testing.assert_gradients_close({"dbeta": ref["dbeta"][:, :, 0]}, q, k, v, g, beta, do)
+    with pytest.raises(ValueError, match=r"^inputs arrays\[do\]: shape"):
+        chunkinv.recurrence_backward(q, k, v, g, beta, do[..., :4])
