@@ -155,3 +155,9 @@ def test_torch_cuda_tensors_and_the_gpu_paths():
     ref = chunkinv.recurrence(*cuda)
     assert same_bits(ref["o"], chunkinv.recurrence(*host)["o"])
     chunkinv.testing.assert_output_close(torch.tensor(ref["o"], device="cuda"), *cuda, rel_rmse=0.0)
+    # And the gradient check from CUDA tensors: the same FP64 gradients as from NumPy.
+    do = torch.tensor(rng.standard_normal((1, 64, 2, 16)), dtype=torch.bfloat16, device="cuda")
+    grads = chunkinv.recurrence_backward(*cuda, do)
+    assert same_bits(grads["dk"], chunkinv.recurrence_backward(*host, do.float().cpu().numpy().astype(np.float64))["dk"])
+    chunkinv.testing.assert_gradients_close({n: torch.tensor(grads[n], device="cuda") for n in ("dq", "dk", "dg")},
+                                            *cuda, do, rel_rmse=0.0)
