@@ -14,10 +14,10 @@
 #      `bench` and the device pipeline's rate with each, alternated, twice. The builds are binaries made
 #      beforehand with the same compiler, carried: BEFORE and AFTER (default .ext/bin/{before,after}/chunkinv)
 #
-#   scripts/gpu-all.sh [STEPS] [CHUNKS]     STEPS: a comma list of tests,py,raw,seq,fla,flabwd,pipeline,house
-#                                           (default tests,raw,seq,fla,flabwd,pipeline)
+#   scripts/gpu-all.sh [STEPS] [CHUNKS]     STEPS: a comma list of tests,py,raw,seq,fla,flabwd,pipeline,house,bench
+#                                           (default tests,py,seq,pipeline: what has not run on a GPU yet)
 set -uo pipefail
-steps=",${1:-tests,raw,seq,fla,flabwd,pipeline},"
+steps=",${1:-tests,py,seq,pipeline},"
 chunks="${2:-16,24,32,48,64}"
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
