@@ -268,18 +268,29 @@ py::dict gold(const py::object& keys, const py::object& g, const py::object& bet
   return d;
 }
 
-// The FP64 token recurrence (docs/downstream.md) of every sequence and head
-// of inputs in fla's layout: o [B, T, H, V] and the final state [N, H, K, V].
 // The sequences of arrays in fla's layout (q, k, v, g, beta; initial_state,
 // cu_seqlens, and the backward's do and dht where given), where each lies,
-// and the scale (fla's K^-1/2 where none is given).
+// and the scale (fla's K^-1/2 where none is given). Sequence i is sequence
+// i / H, head i mod H.
 struct ArraySequences {
   TensorSet set;
   SequenceSet seqs;
   std::vector<SequenceSpan> spans;
+  int64_t B = 0, T = 0, H = 0, K = 0, V = 0, N = 0;
   bool scaled = false;
   double scale = 0.0;
   double scale_of(const Sequence& s) const { return scaled ? scale : default_scale(s); }
+  // Sequence i's rows (tokens x width) into `out`, an array [B, T, H, width].
+  void put_rows(size_t i, const Mat& rows, int64_t width, double* out) const {
+    const SequenceSpan& sp = spans[int64_t(i) / H];
+    const int64_t h = int64_t(i) % H;
+    for (int64_t t = 0; t < sp.tokens; ++t)
+      std::copy(rows.row(t).data(), rows.row(t).data() + width, out + ((sp.row * T + sp.first + t) * H + h) * width);
+  }
+  // Sequence i's K x V matrix into `out`, an array [N, H, K, V].
+  void put_state(size_t i, const Mat& m, double* out) const {
+    std::copy(m.data(), m.data() + K * V, out + int64_t(i) * K * V);
+  }
 };
 
 ArraySequences array_sequences(const py::object& q, const py::object& k, const py::object& v, const py::object& g,
@@ -294,6 +305,8 @@ ArraySequences array_sequences(const py::object& q, const py::object& k, const p
   if (!dht.is_none()) more["dht"] = tensor_of(dht, "arrays[dht]");
   a.seqs = sequences_of(a.set, more, "arrays");
   a.spans = sequence_spans(a.set);
+  a.B = a.set.batch, a.T = a.set.tokens, a.H = a.seqs.heads, a.K = a.set.dim;
+  a.V = a.seqs.sequences.front().value_dim, a.N = int64_t(a.spans.size());
   a.scaled = !scale.is_none();
   a.scale = a.scaled ? scale.cast<double>() : 0.0;
   if (a.scaled && !(a.scale > 0.0 && std::isfinite(a.scale)))
@@ -301,31 +314,26 @@ ArraySequences array_sequences(const py::object& q, const py::object& k, const p
   return a;
 }
 
+// The FP64 token recurrence (docs/downstream.md) of every sequence and head
+// of inputs in fla's layout: o [B, T, H, V] and the final state [N, H, K, V].
 py::dict recurrence(const py::object& q, const py::object& k, const py::object& v, const py::object& g,
                     const py::object& beta, const py::object& scale, const py::object& h0, const py::object& cu,
                     int threads) {
   const ArraySequences in = array_sequences(q, k, v, g, beta, scale, h0, cu);
-  const SequenceSet& seqs = in.seqs;
-  const std::vector<SequenceSpan>& spans = in.spans;
-  const int64_t B = in.set.batch, T = in.set.tokens, H = seqs.heads, K = in.set.dim;
-  const int64_t V = seqs.sequences.front().value_dim, N = static_cast<int64_t>(spans.size());
   using S = py::ssize_t;
-  Array o({S(B), S(T), S(H), S(V)}), ht({S(N), S(H), S(K), S(V)});
+  Array o({S(in.B), S(in.T), S(in.H), S(in.V)}), ht({S(in.N), S(in.H), S(in.K), S(in.V)});
   std::fill(o.mutable_data(), o.mutable_data() + o.size(), 0.0);
   {
     py::gil_scoped_release nogil;
-    double* out = o.mutable_data();
-    double* state = ht.mutable_data();
+    double *po = o.mutable_data(), *ph = ht.mutable_data();
     ThreadPool pool(threads);
-    pool.parallel_for(seqs.sequences.size(), [&](size_t i) {
-      const Sequence& sq = seqs.sequences[i];
-      const int64_t n = static_cast<int64_t>(i) / H, h = static_cast<int64_t>(i) % H;
+    pool.parallel_for(in.seqs.sequences.size(), [&](size_t i) {
+      const Sequence& sq = in.seqs.sequences[i];
       Recurrence r(sq, in.scale_of(sq));
       Mat rows;
       r.advance(0, sq.tokens, rows);
-      for (int64_t t = 0; t < sq.tokens; ++t)
-        std::copy(rows.row(t).data(), rows.row(t).data() + V, out + ((spans[n].row * T + spans[n].first + t) * H + h) * V);
-      std::copy(r.state().data(), r.state().data() + K * V, state + (n * H + h) * K * V);
+      in.put_rows(i, rows, in.V, po);
+      in.put_state(i, r.state(), ph);
     });
   }
   py::dict d;
@@ -340,11 +348,7 @@ py::dict recurrence_backward(const py::object& q, const py::object& k, const py:
                              const py::object& beta, const py::object& d_o, const py::object& dht,
                              const py::object& scale, const py::object& h0, const py::object& cu, int threads) {
   const ArraySequences in = array_sequences(q, k, v, g, beta, scale, h0, cu, d_o, dht);
-  const SequenceSet& seqs = in.seqs;
-  const std::vector<SequenceSpan>& spans = in.spans;
-  const int64_t B = in.set.batch, T = in.set.tokens, H = seqs.heads, K = in.set.dim;
-  const int64_t V = seqs.sequences.front().value_dim, N = static_cast<int64_t>(spans.size());
-  const int64_t W = in.set.g_channels;
+  const int64_t B = in.B, T = in.T, H = in.H, K = in.K, V = in.V, N = in.N, W = in.set.g_channels;
   using S = py::ssize_t;
   Array dq({S(B), S(T), S(H), S(K)}), dk({S(B), S(T), S(H), S(K)}), dv({S(B), S(T), S(H), S(V)}),
       dg(W == 1 ? std::vector<S>{S(B), S(T), S(H)} : std::vector<S>{S(B), S(T), S(H), S(K)}),
@@ -355,17 +359,12 @@ py::dict recurrence_backward(const py::object& q, const py::object& k, const py:
     double *pq = dq.mutable_data(), *pk = dk.mutable_data(), *pv = dv.mutable_data(), *pg = dg.mutable_data(),
            *pb = dbeta.mutable_data(), *ph = dh0.mutable_data();
     ThreadPool pool(threads);
-    pool.parallel_for(seqs.sequences.size(), [&](size_t i) {
-      const Sequence& sq = seqs.sequences[i];
-      const int64_t n = static_cast<int64_t>(i) / H, h = static_cast<int64_t>(i) % H;
+    pool.parallel_for(in.seqs.sequences.size(), [&](size_t i) {
+      const Sequence& sq = in.seqs.sequences[i];
       const Gradients gr = recurrent_backward(sq, upstream_of(sq, 0, 0), in.scale_of(sq));
-      const auto put = [&](const Mat& m, double* out, int64_t width) {
-        for (int64_t t = 0; t < sq.tokens; ++t)
-          std::copy(m.row(t).data(), m.row(t).data() + width,
-                    out + ((spans[n].row * T + spans[n].first + t) * H + h) * width);
-      };
-      put(gr.dq, pq, K), put(gr.dk, pk, K), put(gr.dv, pv, V), put(gr.dg, pg, W), put(gr.dbeta, pb, 1);
-      std::copy(gr.dh0.data(), gr.dh0.data() + K * V, ph + (n * H + h) * K * V);
+      in.put_rows(i, gr.dq, K, pq), in.put_rows(i, gr.dk, K, pk), in.put_rows(i, gr.dv, V, pv);
+      in.put_rows(i, gr.dg, W, pg), in.put_rows(i, gr.dbeta, 1, pb);
+      in.put_state(i, gr.dh0, ph);
     });
   }
   py::dict d;

@@ -14,12 +14,6 @@
 
 namespace chunkinv::gpu::recurrence {
 
-#ifdef __CUDA_ARCH__
-#define CHUNKINV_FORCEINLINE __forceinline__
-#else
-#define CHUNKINV_FORCEINLINE inline
-#endif
-
 constexpr int kSlices = 8;       // slices of a column's sum (forward.hpp: kRecurrenceSlices)
 constexpr int kMaxWarps = 8;     // warps a block
 constexpr int kStageTokens = 8;  // tokens in shared memory at a time
@@ -31,7 +25,6 @@ template <int L>
 constexpr int columns_per_warp() {
   return 32 / L * 2;  // 8 or 4
 }
-constexpr int lanes_of_version(int version) { return version == 2 ? 16 : 8; }
 
 // Token t of sequence s = b H + h in a [B, T, H, X] tensor: row ((b T + t) H + h).
 struct Layout {
@@ -116,7 +109,7 @@ CHUNKINV_HD inline Staged staged(X& x, int K, int cols) {
 
 // Tokens [t, t + nt) of the launch into shared memory, between two barriers.
 template <int K, class X>
-CHUNKINV_HD CHUNKINV_FORCEINLINE void stage_tokens(const Args& a, X& x, const Staged& sh, int s, int cols, int col0, int t, int nt) {
+CHUNKINV_HD inline void stage_tokens(const Args& a, X& x, const Staged& sh, int s, int cols, int col0, int t, int nt) {
   const int threads = x.threads(), tid = x.thread(), V = a.value_dim;
   double *sk = sh.k, *sq = sh.q, *sd = sh.d, *sv = sh.v, *sb = sh.beta;
   x.sync();  // every lane is done with the previous stage

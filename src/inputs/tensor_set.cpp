@@ -385,7 +385,6 @@ TensorSet make_raw_set(FoundMap& found, const std::string& path) {
   return s;
 }
 
-
 // Reads the tensors `names` of a set at `path` (a directory of .npy, an .npz
 // or a .safetensors): those present, each with the prefix of its messages.
 FoundMap read_container(const std::string& path, const std::vector<std::string>& names, TensorMap* all_out) {
