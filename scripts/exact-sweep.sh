@@ -43,6 +43,25 @@ run weak_decay_correlated -a family=weak_decay_correlated -a "$chunks" -a "$meth
 run real_gates -a family=real_gates -a "$chunks" -a "$methods" --paths gold,emulated
 run kda -a family=kda -a "chunk=[16,32]" -a 'method=[flashkda_v1,flashkda_v2,fwdsub_fp32]' --paths gold,emulated
 run collinear -a family=collinear -a "chunk=[16,32]" -a 'method=[flashkda_v1,flashkda_v2]' --paths gold,emulated
+# seq: the downstream forward and backward per sequence (docs/downstream.md), every gating, storage and backward
+# form, per-sample values, and two shards merged
+seq_common=(-a seq_len=256 -a dim=32 -a value_dim=32 -a 'method=[neumann,fla_solve_tril,blockwise]' --samples 3
+            --seed 20261203 -q)
+"$bin" seq -a family=model_like -a 'chunk=[16,32]' -a storage=fla_chunk_kda -a 'backward=[none,stored,recomputed]' \
+  --paths gold,emulated --per-sample "${seq_common[@]}" -o "$dir/seq-model_like.json"
+"$bin" seq -a family=real_gates -a 'chunk=[16,64]' -a storage=fla_chunk_gdn -a backward=stored -a window=64 \
+  --paths gold,emulated "${seq_common[@]}" -o "$dir/seq-real_gates.json"
+for i in 1 2; do
+  "$bin" seq -a family=weak_decay_correlated -a chunk=16 -a storage=fp64 -a backward=stored --paths gold,emulated \
+    --per-sample --shard $i/2 "${seq_common[@]}" -o "$dir/seq-shard-$i.part"
+done
+"$bin" merge "$dir"/seq-shard-1.part "$dir"/seq-shard-2.part -q -o "$dir/seq-merged.json"
+rm -f "$dir"/seq-shard-*.part
+if [ "$gpu" = --gpu ]; then
+  "$bin" seq -a family=model_like -a 'chunk=[16,64]' -a dim=64 -a value_dim=64 -a seq_len=512 -a storage=fla_chunk_kda \
+    -a backward=stored -a 'method=[neumann,fla_solve_tril]' --paths gold,kernel --pipeline device --samples 2 \
+    --seed 20261203 -q -o "$dir/seq-device.json"
+fi
 if [ "$gpu" = --gpu ]; then
   gm='method=[neumann,flashkda_v2,fla_solve_tril,blockwise,residual_neumann]'
   run gpu-kernel -a family=model_like -a "$chunks" -a "$gm" --paths gold,kernel

@@ -19,6 +19,7 @@
 #include "gpu/recurrence.hpp"
 #include "metrics/stats.hpp"
 #include "paths/gold/gold.hpp"
+#include "driver/runner.hpp"
 
 namespace chunkinv {
 namespace {
@@ -169,12 +170,6 @@ std::vector<SeqGroup> expand_sequences(const json& axes) {
 
 namespace {
 
-struct Task {
-  size_t path = 0;    // index into the run's paths
-  size_t method = 0;  // index into that path's methods
-  Method m;
-};
-
 // The recurrence a sequence is scored against: the CPU's, or the GPU's
 // (bit for bit the same, gpu/recurrence.hpp), one sequence advanced a chunk
 // at a time with its state brought back at every boundary.
@@ -207,7 +202,8 @@ class Reference {
 constexpr int kBlockTokens = 4096;
 
 // One sequence: every task's values (downstream_metrics(), then the windows).
-std::vector<std::vector<double>> run_one(const Sequence& s, const SeqConfig& cfg, int window, const std::vector<Task>& tasks,
+std::vector<std::vector<double>> run_one(const Sequence& s, const SeqConfig& cfg, int window,
+                                         const std::vector<InverseTask>& tasks,
                                          const std::vector<std::vector<const Method*>>& path_methods,
                                          std::vector<std::unique_ptr<Path>>& paths, ThreadPool& pool, bool device_reference) {
   const int C = cfg.chunk, N = s.chunks(C);
@@ -395,30 +391,83 @@ std::vector<ReportEntry> score_candidates(const std::vector<SeqGroup>& groups, c
   return entries;
 }
 
-namespace {
-
-// The (path, method) tasks of a group: those whose path runs the method;
-// each skipped pair's reason once into `skipped`.
-std::vector<Task> tasks_of(const SeqGroup& group, const std::vector<PathChoice>& paths,
-                           std::vector<std::vector<const Method*>>& path_methods, std::vector<std::string>* skipped) {
-  const Configuration cc = group.config.chunk_config();
-  std::vector<Task> tasks;
-  path_methods.assign(paths.size(), {});
-  for (size_t p = 0; p < paths.size(); ++p)
-    for (const Method& m : group.methods) {
-      std::string why;
-      if (!paths[p].spec->supports(cc, m, &why)) {
-        const std::string line = fmt::format("path {} does not run method {}: {}", paths[p].label(), m.label(), why);
-        if (skipped && std::find(skipped->begin(), skipped->end(), line) == skipped->end()) skipped->push_back(line);
-        continue;
+Plan plan_sequences(const std::vector<SeqGroup>& groups, const std::vector<PathChoice>& paths,
+                    const SeqRunOptions& opt) {
+  Plan plan;
+  for (const SeqGroup& group : groups) {
+    const Configuration cc = group.config.chunk_config();
+    Group g;
+    g.config = cc;
+    for (size_t p = 0; p < paths.size(); ++p)
+      for (const Method& m : group.methods) {
+        std::string why;
+        if (!paths[p].spec->supports(cc, m, &why)) {
+          const std::string line = fmt::format("path {} does not run method {}: {}", paths[p].label(), m.label(), why);
+          if (std::find(plan.skipped.begin(), plan.skipped.end(), line) == plan.skipped.end())
+            plan.skipped.push_back(line);
+          continue;
+        }
+        Task t;
+        t.path = p;
+        t.method = m;
+        t.axes = entry_axes(group, paths[p].label(), m.label());
+        g.tasks.push_back(std::move(t));
       }
-      tasks.push_back({p, path_methods[p].size(), m});
-      path_methods[p].push_back(&m);
-    }
-  return tasks;
+    if (g.tasks.empty()) continue;
+    std::vector<std::string> names;
+    std::vector<MetricInfo> infos;
+    entry_metrics(group, names, infos, group.config.backward != "none");
+    g.metrics = std::make_shared<const GroupMetrics>(std::move(names), infos);
+    for (Task& t : g.tasks) t.metrics = t.evaluated = &g.metrics->set;
+    g.sequence = std::make_shared<const SeqGroup>(group);
+    // Sequence first + i of the configuration is this run's i-th: the same
+    // sequence, seed and numbers whatever the split.
+    const auto [first, count] = shard_span(opt.shard.value_or(Shard{}), group_samples(group, opt));
+    g.first = first;
+    g.count = count;
+    g.seed = group.inputs ? 0 : opt.seed;
+    plan.groups.push_back(std::move(g));
+  }
+  return plan;
 }
 
-}  // namespace
+SequenceBackend::SequenceBackend(const std::vector<PathChoice>& paths, int threads, bool device_reference)
+    : pool_(threads), device_reference_(device_reference) {
+  for (const PathChoice& p : paths) instances_.push_back(make_path(p));
+}
+
+SequenceBackend::~SequenceBackend() = default;
+
+void SequenceBackend::run(const Group& g, uint64_t seed, SampleRange range, Sink& sink) {
+  if (!g.sequence) throw std::logic_error("the sequence back-end was handed a group of chunks");
+  const SeqGroup& group = *g.sequence;
+  const SeqConfig& cfg = group.config;
+  // Per path, the methods it runs here; per task, where its inverses are.
+  std::vector<std::vector<const Method*>> path_methods(instances_.size());
+  std::vector<InverseTask> tasks;
+  for (const Task& t : g.tasks) {
+    tasks.push_back({t.path, path_methods[t.path].size()});
+    path_methods[t.path].push_back(&t.method);
+  }
+  sink.begin(g, range.count);
+  for (uint64_t i = 0; i < range.count; ++i) {
+    const uint64_t n = range.first + i;
+    const Sequence s = group.inputs ? group.inputs->sequences[n] : find_source(cfg.family).make(cfg, seed, n);
+    BatchResult r;
+    r.group = &g;
+    r.first = n;
+    r.count = 1;
+    r.values = run_one(s, cfg, window_of(group, s), tasks, path_methods, instances_, pool_, device_reference_);
+    if (cfg.backward != "none") {
+      const Upstream up = upstream_of(s, group.inputs ? 0 : seed, n);
+      const auto b = run_backward_one(s, up, cfg, window_of(group, s), tasks, path_methods, instances_, pool_);
+      for (size_t t = 0; t < tasks.size(); ++t) r.values[t].insert(r.values[t].end(), b[t].begin(), b[t].end());
+    }
+    sink.consume(r);
+    if (sink.finished()) break;
+  }
+  sink.end(g);
+}
 
 uint64_t group_samples(const SeqGroup& g, const SeqRunOptions& opt) {
   return g.inputs ? g.inputs->sequences.size() : opt.samples;
@@ -426,89 +475,26 @@ uint64_t group_samples(const SeqGroup& g, const SeqRunOptions& opt) {
 
 Checkpoint::Layout sequence_layout(const std::vector<SeqGroup>& groups, const std::vector<PathChoice>& paths,
                                    const SeqRunOptions& opt) {
-  Checkpoint::Layout l;
-  for (const SeqGroup& group : groups) {
-    std::vector<std::vector<const Method*>> path_methods;
-    const std::vector<Task> tasks = tasks_of(group, paths, path_methods, nullptr);
-    if (tasks.empty()) continue;
-    std::vector<std::string> names;
-    std::vector<MetricInfo> infos;
-    entry_metrics(group, names, infos, group.config.backward != "none");
-    l.axes.emplace_back();
-    l.metrics.emplace_back();
-    for (const Task& t : tasks) {
-      l.axes.back().push_back(entry_axes(group, paths[t.path].label(), t.m.label()));
-      l.metrics.back().push_back(names.size());
-    }
-    l.samples = std::max(l.samples, shard_span(opt.shard.value_or(Shard{}), group_samples(group, opt)).second);
-  }
-  return l;
+  const Plan plan = plan_sequences(groups, paths, opt);
+  uint64_t samples = 0;
+  for (const Group& g : plan.groups) samples = std::max(samples, *g.count);
+  return Checkpoint::layout_of(plan, paths, samples, false);
 }
 
+// The driver of `run` (run_experiment: statistics, checkpoint, stop) over
+// the sequence back-end: the same sinks as a chunk run's.
 SeqRunResult run_sequences(const std::vector<SeqGroup>& groups, const std::vector<PathChoice>& paths,
                            const SeqRunOptions& opt) {
-  SeqRunResult result;
-  ThreadPool pool(opt.threads);
-  std::vector<std::unique_ptr<Path>> instances;
-  for (const PathChoice& p : paths) instances.push_back(make_path(p));
-  Checkpoint* ckpt = opt.checkpoint;
-  const bool sharded = opt.shard.has_value();
-  size_t index = 0;  // the group's index among those that run (the checkpoint's)
-  for (const SeqGroup& group : groups) {
-    const SeqConfig& cfg = group.config;
-    std::vector<std::vector<const Method*>> path_methods;
-    const std::vector<Task> tasks = tasks_of(group, paths, path_methods, &result.skipped);
-    if (tasks.empty()) continue;
-    const size_t gi = index++;
-    if (const auto* saved = ckpt ? ckpt->finished(gi) : nullptr) {
-      result.entries.insert(result.entries.end(), saved->begin(), saved->end());
-      continue;
-    }
-    std::vector<std::string> names;
-    std::vector<MetricInfo> infos;
-    entry_metrics(group, names, infos, cfg.backward != "none");
-    const size_t nm = names.size();
-    // Sequence first + i of the configuration is this run's i-th: the same
-    // sequence, seed and numbers whatever the split.
-    const auto [first, count] = shard_span(opt.shard.value_or(Shard{}), group_samples(group, opt));
-    // values[task][metric][sample]; the samples a checkpoint saved first.
-    std::vector<std::vector<std::vector<double>>> values(tasks.size(), std::vector<std::vector<double>>(nm));
-    uint64_t done = 0;
-    if (ckpt) {
-      std::vector<std::vector<double>> saved;
-      done = ckpt->take_partial(gi, saved);
-      for (size_t t = 0; t < tasks.size() && done; ++t)
-        for (uint64_t i = 0; i < done; ++i)
-          for (size_t k = 0; k < nm; ++k) values[t][k].push_back(saved[t][i * nm + k]);
-    }
-    for (uint64_t i = done; i < count; ++i) {
-      const Sequence s =
-          group.inputs ? group.inputs->sequences[first + i] : find_source(cfg.family).make(cfg, opt.seed, first + i);
-      auto v = run_one(s, cfg, window_of(group, s), tasks, path_methods, instances, pool, opt.device_reference);
-      if (cfg.backward != "none") {
-        std::vector<InverseTask> inverse_tasks;
-        for (const Task& t : tasks) inverse_tasks.push_back({t.path, t.method});
-        const Upstream up = upstream_of(s, group.inputs ? 0 : opt.seed, first + i);
-        const auto b = run_backward_one(s, up, cfg, window_of(group, s), inverse_tasks, path_methods, instances, pool);
-        for (size_t t = 0; t < tasks.size(); ++t) v[t].insert(v[t].end(), b[t].begin(), b[t].end());
-      }
-      for (size_t t = 0; t < tasks.size(); ++t)
-        for (size_t k = 0; k < nm; ++k) values[t][k].push_back(v[t][k]);
-      if (ckpt && i + 1 < count) ckpt->add_block(gi, i, 1, v);  // per task: its nm values
-      if (opt.stop)
-        if (const int sig = opt.stop()) {
-          if (ckpt) ckpt->flush();
-          throw signals::Stopped{sig};
-        }
-    }
-    const size_t before = result.entries.size();
-    for (size_t t = 0; t < tasks.size(); ++t)
-      result.entries.push_back(entry_of(group, paths[tasks[t].path].label(), tasks[t].m.label(),
-                                        group.inputs ? 0 : opt.seed, names, infos, values[t], opt.per_sample, sharded));
-    if (ckpt)
-      ckpt->finish_group(gi, std::vector<ReportEntry>(result.entries.begin() + long(before), result.entries.end()));
-  }
-  return result;
+  const Plan plan = plan_sequences(groups, paths, opt);
+  SequenceBackend backend(paths, opt.threads, opt.device_reference);
+  StatsOptions stats;
+  stats.per_sample = opt.per_sample;
+  stats.keep_state = opt.shard.has_value();  // a shard's entries carry their state: merge adds them up
+  RunControl control;
+  control.checkpoint = opt.checkpoint;
+  control.stop = opt.stop;
+  RunResult r = run_experiment(backend, paths, plan, 0, opt.seed, stats, control);
+  return {std::move(r.entries), std::move(r.skipped)};
 }
 
 }  // namespace chunkinv

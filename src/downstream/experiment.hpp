@@ -16,6 +16,7 @@
 #include "downstream/sources.hpp"
 #include "downstream/tensors.hpp"
 #include "driver/checkpoint.hpp"
+#include "driver/runner.hpp"
 #include "methods/method.hpp"
 #include "paths/path.hpp"
 #include "report/merge.hpp"
@@ -82,6 +83,32 @@ std::vector<ReportEntry> score_candidates(const std::vector<SeqGroup>& groups, c
 // UsageError in one line where the GPU recurrence cannot be every group's
 // reference (a K or V it does not run, no GPU).
 void require_device_reference(const std::vector<SeqGroup>& groups);
+
+// The plan of a seq run: per configuration that some path runs, one group
+// whose sample is a whole sequence, its tasks (path x method pairs the path
+// runs; each other pair's reason once in `skipped`), its entries' metrics
+// (downstream, windows, backward), its range of sequences (this shard's part
+// of the inputs' or of options.samples) and the seed its entries carry.
+Plan plan_sequences(const std::vector<SeqGroup>& groups, const std::vector<PathChoice>& paths,
+                    const SeqRunOptions& options);
+
+// The host back-end of a sample that is a whole sequence (docs/design.md):
+// per sequence of a group's range, its chunks' inverses from every path x
+// method (Path::run_batch, as a chunk run's), the chunked forwards and the
+// backward against the FP64 recurrence (the CPU's, or the GPU's: the same
+// bits), their values handed to the sink one sequence a batch.
+class SequenceBackend final : public Backend {
+ public:
+  SequenceBackend(const std::vector<PathChoice>& paths, int threads, bool device_reference);
+  ~SequenceBackend() override;
+  bool takes(const Group& g, const StatsOptions&, std::string*) const override { return g.sequence != nullptr; }
+  void run(const Group& group, uint64_t seed, SampleRange range, Sink& sink) override;
+
+ private:
+  std::vector<std::unique_ptr<Path>> instances_;
+  ThreadPool pool_;
+  bool device_reference_;
+};
 
 SeqRunResult run_sequences(const std::vector<SeqGroup>& groups, const std::vector<PathChoice>& paths,
                            const SeqRunOptions& options);

@@ -39,7 +39,7 @@ Plan Runner::plan(const std::vector<Point>& points) const {
     // Points of one configuration are adjacent (the method axis is innermost), but need not be.
     auto g = std::find_if(plan.groups.begin(), plan.groups.end(), [&](const Group& x) { return x.config == pt.config; });
     if (g == plan.groups.end()) {
-      plan.groups.push_back({pt.config, {}});
+      plan.groups.emplace_back().config = pt.config;
       g = plan.groups.end() - 1;
       for (size_t p = 0; p < paths_.size(); ++p)  // the gold's own entry first
         if (paths_[p].spec->reference) add_task(*g, p, method_of(exact_method()), true, reference_metrics());
@@ -85,7 +85,14 @@ void Runner::add_task(Group& g, size_t path, const Method& method, bool referenc
   g.tasks.push_back(std::move(t));
 }
 
+GroupMetrics::GroupMetrics(std::vector<std::string> n, const std::vector<MetricInfo>& infos) : names(std::move(n)) {
+  if (names.size() != infos.size()) throw std::logic_error("GroupMetrics: names and infos differ in number");
+  set.infos = infos;
+  for (size_t k = 0; k < names.size(); ++k) set.infos[k].name = names[k].c_str();
+}
+
 void Runner::run(const Group& group, uint64_t seed, SampleRange range, Sink& sink) {
+  if (group.sequence) throw std::logic_error("the chunk runner was handed a group of sequences");
   const Configuration& cfg = group.config;
   const Family& fam = find_family(cfg.family);
   if (const auto avail = fam.available_samples(cfg); avail && (range.first > *avail || range.count > *avail - range.first))
@@ -115,6 +122,7 @@ void Runner::run(const Group& group, uint64_t seed, SampleRange range, Sink& sin
     BatchResult r;
     r.group = &group;
     r.first = range.first + b0;
+    r.count = bn;
     std::vector<Sample> samples(bn);
     std::vector<GoldOutput> gold(bn);
     auto t0 = Clock::now();
@@ -174,6 +182,7 @@ void Runner::run(const Group& group, uint64_t seed, SampleRange range, Sink& sin
 }
 
 nlohmann::json entry_axes(const Group& group, const Task& task, const std::vector<PathChoice>& paths) {
+  if (!task.axes.is_null()) return task.axes;
   nlohmann::json a = group.config.axes();
   a["path"] = std::string(paths[task.path].spec->name);
   a["method"] = task.method.label();
@@ -191,6 +200,8 @@ class StatsSink final : public Sink {
       : paths_(paths), seed_(seed), o_(options), out_(out), first_(first_sample) {}
 
   bool streaming() const { return o_.quantiles == Quantiles::kSketch; }
+  // The index of the next group's first sample in its configuration (a shard's part: not 0).
+  void set_first(uint64_t first) { first_ = first; }
 
   // Samples [0, done) of the next group, saved by an interrupted run:
   // per task, values[i * metrics + m]. That group's run covers the rest.
@@ -248,7 +259,7 @@ class StatsSink final : public Sink {
   }
 
   void consume(const BatchResult& b) override {  // batches arrive in sample order
-    const size_t bn = b.samples.size();
+    const size_t bn = b.count;
     if (!o_.until) {  // the whole batch, task by task
       for (size_t t = 0; t < b.values.size(); ++t) {
         const size_t nm = b.group->tasks[t].metrics->size();
@@ -311,7 +322,7 @@ class StatsSink final : public Sink {
       ReportEntry e;
       e.axes = entry_axes(g, task, paths_);
       e.samples = filled_;  // n_, or fewer where a stop rule held
-      e.seed = seed_;
+      e.seed = g.seed.value_or(seed_);
       e.sketch = streaming();
       if (worst_at_[t] != MetricSet::npos) e.worst = worst_[t].result();
       for (size_t m = 0; m < task.metrics->size(); ++m) {
@@ -508,12 +519,19 @@ RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uin
 
 RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uint64_t seed, const StatsOptions& options,
                          const RunControl& control, uint64_t first_sample) {
+  return run_experiment(runner, runner.paths(), plan, samples, seed, options, control, first_sample);
+}
+
+RunResult run_experiment(Backend& host, const std::vector<PathChoice>& paths, const Plan& plan, uint64_t all_samples,
+                         uint64_t seed, const StatsOptions& options, const RunControl& control,
+                         uint64_t all_first) {
   RunResult result;
   result.skipped = plan.skipped;
-  StatsSink stats(runner.paths(), seed, options, result.entries, first_sample);
+  StatsSink stats(paths, seed, options, result.entries, all_first);
   ControlSink sink(stats, control, result.entries);
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     const Group& g = plan.groups[i];
+    const uint64_t first_sample = g.first.value_or(all_first), samples = g.count.value_or(all_samples);
     const double units = sample_cost(g);
     const size_t before = result.entries.size();
     if (const auto* saved = control.checkpoint ? control.checkpoint->finished(i) : nullptr) {
@@ -530,10 +548,11 @@ RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uin
         stats.preload(done, std::move(values));
       }
       if (control.progress) control.progress->skip(double(done) * units);
+      stats.set_first(first_sample);
       sink.start(i, done, units);
       // The GPU pipeline where it takes the group, else the host's loop: the same stages, the same sink.
       std::string why;
-      Backend* backend = &runner;
+      Backend* backend = &host;
       if (options.device && options.device->takes(g, options, &why)) {
         backend = options.device;
         result.on_device.push_back(i);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -33,12 +34,34 @@ struct Task {
   const MetricSet* metrics = nullptr;    // what the entry reports
   const MetricSet* evaluated = nullptr;  // what evaluate() (or evaluate_reference()) fills: metrics, or more
   std::vector<size_t> pick;              // metrics' entry k is evaluated's entry pick[k]; empty: the same set
+  nlohmann::json axes;                   // the entry's axes where its planner named them (a sequence's);
+                                         // null: the configuration's, path and method (entry_axes)
+};
+
+struct SeqGroup;  // downstream/experiment.hpp: a configuration whose samples are whole sequences
+
+// Metrics a group declares itself (a sequence's: its table, then one per
+// window of positions): their names, and the set its tasks point to.
+struct GroupMetrics {
+  std::vector<std::string> names;
+  MetricSet set;  // infos[k].name is names[k]
+  GroupMetrics(std::vector<std::string> n, const std::vector<MetricInfo>& infos);
+  GroupMetrics(const GroupMetrics&) = delete;
+  GroupMetrics& operator=(const GroupMetrics&) = delete;
 };
 
 // Points that share a configuration share their samples and gold.
+// A group whose sample is a whole sequence (`seq`) carries its sequence
+// configuration, for the back-end that runs it (downstream's), and its own
+// sample range, seed and metrics; the statistics, checkpoint and stop
+// rules around it are the same as for a chunk's.
 struct Group {
-  Configuration config;
+  Configuration config;  // a sequence's: the configuration of its chunks
   std::vector<Task> tasks;
+  std::shared_ptr<const SeqGroup> sequence;  // null: a sample is a chunk
+  std::optional<uint64_t> first, count;      // its samples where not the run's (a sequence set's, a shard's part)
+  std::optional<uint64_t> seed;              // the seed its entries carry where not the run's (a tensor set: 0)
+  std::shared_ptr<const GroupMetrics> metrics;  // where its tasks' metrics are its own
 };
 
 struct Plan {
@@ -63,6 +86,7 @@ struct RunnerOptions {
 struct BatchResult {
   const Group* group = nullptr;
   uint64_t first = 0;  // sample index of samples[0]
+  uint64_t count = 0;  // samples in the batch (samples.size() where they are chunks)
   std::span<const Sample> samples;
   std::span<const GoldOutput> gold;
   std::vector<std::span<const PathOutput>> outputs;  // per task; empty for the reference
@@ -190,6 +214,11 @@ RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uin
                          const RunControl& control, uint64_t first_sample = 0);
 RunResult run_experiment(Runner& runner, const Plan& plan, uint64_t samples, uint64_t seed, const StatsOptions& stats,
                          const RunControl& control, uint64_t first_sample = 0);
+// The same over any host back-end: `host` runs every group the device
+// back-end (stats.device) does not take; `paths` name the entries.
+RunResult run_experiment(Backend& host, const std::vector<PathChoice>& paths, const Plan& plan, uint64_t samples,
+                         uint64_t seed, const StatsOptions& stats, const RunControl& control,
+                         uint64_t first_sample = 0);
 // Units of work of a run for a progress bar: samples weighted by their cost.
 double run_work(const Plan& plan, uint64_t samples);
 

@@ -201,6 +201,59 @@ json entries_json(const SeqRunResult& r) {
   return j;
 }
 
+// A sequence is a sample of the one driver (run_experiment): the sequence
+// back-end takes the groups of sequences and only those, the chunk runner
+// refuses them, run_sequences is run_experiment over the sequence back-end,
+// and the driver's stop rules hold for sequences as for chunks.
+TEST(Downstream, SequencesRunThroughTheRunsDriver) {
+  const auto paths = parse_paths("gold,emulated");
+  SequenceBackend sequences(paths, 1, false);
+  Group chunks;
+  chunks.config.family = "floor";
+  chunks.config.dim = 16;
+  EXPECT_FALSE(sequences.takes(chunks, StatsOptions{}, nullptr));
+  struct Nothing final : Sink {
+    void consume(const BatchResult&) override {}
+  } nothing;
+  EXPECT_THROW(sequences.run(chunks, 0, {0, 1}, nothing), std::logic_error);
+  Group seq;
+  seq.config = chunks.config;
+  seq.sequence = std::make_shared<const SeqGroup>();
+  EXPECT_TRUE(sequences.takes(seq, StatsOptions{}, nullptr));
+  RunnerOptions one_thread;
+  one_thread.threads = 1;
+  Runner runner(paths, one_thread);
+  EXPECT_THROW(runner.run(seq, 0, {0, 1}, nothing), std::logic_error);
+
+  const auto groups = expand_sequences({{"family", "model_like"}, {"seq_len", 64}, {"chunk", 16}, {"dim", 16},
+                                        {"value_dim", 16}, {"method", "neumann"}, {"storage", "fp64"}});
+  SeqRunOptions opt;
+  opt.samples = 3;
+  opt.seed = 5;
+  opt.threads = 1;
+  opt.per_sample = true;
+  const SeqRunResult all = run_sequences(groups, paths, opt);
+  ASSERT_EQ(all.entries.size(), 2u);
+  EXPECT_EQ(all.entries[0].samples, 3u);
+  StatsOptions stats;
+  stats.per_sample = true;
+  const Plan plan = plan_sequences(groups, paths, opt);
+  ASSERT_EQ(plan.groups.size(), 1u);
+  const RunResult same = run_experiment(sequences, paths, plan, 0, opt.seed, stats, RunControl{});
+  EXPECT_EQ(entries_json({same.entries, {}}), entries_json(all));
+  // Stop once two sequences have a finite o: the first two of the three, their values as before.
+  StopRule rule;
+  rule.metric = "o_finite";
+  rule.kind = StopRule::Kind::kSuccesses;
+  rule.count = 2;
+  stats.until = &rule;
+  const RunResult stopped = run_experiment(sequences, paths, plan, 0, opt.seed, stats, RunControl{});
+  ASSERT_EQ(stopped.entries.size(), 2u);
+  EXPECT_EQ(stopped.entries[1].samples, 2u);
+  const auto& full = all.entries[1].per_sample.at("o_rel_rmse");
+  EXPECT_EQ(stopped.entries[1].per_sample.at("o_rel_rmse"), std::vector<double>(full.begin(), full.begin() + 2));
+}
+
 // The decomposition on a run: the gold's exact inverse has no inverse-only
 // error; FP16 Neumann's has one; the fla preset's storage error is BF16's.
 // One thread or two: the same report.
