@@ -396,7 +396,7 @@ void bench_recurrence(const BenchArgs& a) {
   const int K = a.key_dim_text.empty() ? 128 : int(parse_count("--key-dim", a.key_dim_text, 1, 512));
   const int V = a.value_dim_text.empty() ? 128 : int(parse_count("--value-dim", a.value_dim_text, 1, 512));
   const int block = a.block_text.empty() ? 512 : int(parse_count("--block", a.block_text, 1, kMaxSeqLen));
-  const int version = a.kernel_version_text.empty() ? 1 : int(parse_count("--kernel-version", a.kernel_version_text, 1, 2));
+  const int version = a.kernel_version_text.empty() ? 1 : int(parse_count("--kernel-version", a.kernel_version_text, 1, 4));
   const std::string gating = a.gating.empty() ? "channel" : a.gating;
   const std::string h0 = a.initial_state.empty() ? "zero" : a.initial_state;
   if (gating != "channel" && gating != "token")
@@ -550,7 +550,8 @@ void set_bench_command(CLI::App& app) {
   cmd->add_option("--initial-state", args->initial_state, "--recurrence: zero (default) or random");
   cmd->add_option("--block", args->block_text, "--recurrence: tokens a launch advances (default 512)");
   cmd->add_option("--kernel-version", args->kernel_version_text,
-                  "--recurrence: 1 (eight lanes a column pair, default) or 2 (sixteen: half the registers a lane)");
+                  "--recurrence: 1 (eight lanes a column pair, default), 2 (sixteen: half the registers a lane) or 3 "
+                  "(version 1 with one pass over the state a token; 4: the same in one loop)");
   cmd->callback([args] {
     BenchArgs a = *args;
     constexpr uint64_t kMax = 1'000'000'000'000;

@@ -86,10 +86,27 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 3) recurrence_kernel_v2(const 
   recurrence_block_v2<NI>(a, x);
 }
 
+// Version 3: version 1's lanes, one pass over the state a token.
+template <int NI>
+__global__ void __launch_bounds__(kMaxWarps * 32, 2) recurrence_kernel_v3(const __grid_constant__ Args a) {
+  extern __shared__ __align__(16) double smem[];
+  DeviceContext x{smem};
+  recurrence_block_v3<NI>(a, x);
+}
+
+template <int NI>
+__global__ void __launch_bounds__(kMaxWarps * 32, 2) recurrence_kernel_v4(const __grid_constant__ Args a) {
+  extern __shared__ __align__(16) double smem[];
+  DeviceContext x{smem};
+  recurrence_block_v4<NI>(a, x);
+}
+
 template <int NI>
 const void* kernel_of(int version) {
-  return version == 2 ? reinterpret_cast<const void*>(&recurrence_kernel_v2<NI>)
-                      : reinterpret_cast<const void*>(&recurrence_kernel<NI>);
+  return version == 2   ? reinterpret_cast<const void*>(&recurrence_kernel_v2<NI>)
+         : version == 3 ? reinterpret_cast<const void*>(&recurrence_kernel_v3<NI>)
+         : version == 4 ? reinterpret_cast<const void*>(&recurrence_kernel_v4<NI>)
+                        : reinterpret_cast<const void*>(&recurrence_kernel<NI>);
 }
 const void* kernel_of(int K, int version) {
   switch (K) {
@@ -103,6 +120,8 @@ const void* kernel_of(int K, int version) {
 template <int NI>
 void launch_block(int version, dim3 grid, int threads, size_t smem, const Args& a) {
   if (version == 2) recurrence_kernel_v2<NI><<<grid, threads, smem>>>(a);
+  else if (version == 3) recurrence_kernel_v3<NI><<<grid, threads, smem>>>(a);
+  else if (version == 4) recurrence_kernel_v4<NI><<<grid, threads, smem>>>(a);
   else recurrence_kernel<NI><<<grid, threads, smem>>>(a);
 }
 

@@ -58,7 +58,8 @@ struct RecurrenceProblem {
   const double *q = nullptr, *k = nullptr, *g = nullptr, *beta = nullptr, *v = nullptr;
   const double* h0 = nullptr;  // [B H][K][V], or null: zero states
   // The kernel's version (gpu/recurrence_block.hpp): 1, eight lanes a column
-  // pair; 2, sixteen (half the registers a lane). Both give the same bits.
+  // pair; 2, sixteen (half the registers a lane); 3, version 1 with one pass
+  // over the state a token. Every version gives the same bits.
   int version = 1;
 };
 struct RecurrenceTiming {

@@ -241,6 +241,275 @@ CHUNKINV_HD inline void recurrence_block(const Args& a, X& x) {
     }
 }
 
+// Version 3: version 1's lanes and state, with one pass over the state a
+// token where version 1 makes two. Version 1's second pass of token j (S +=
+// k_j pred_j^T, then q_j^T S) and its first pass of token j + 1 (S =
+// diag(d_(j+1)) S, then k_(j+1)^T S) run as one loop: each state element is
+// updated, feeds q_j's chain, is decayed and feeds k_(j+1)'s chain, so the
+// two dots' chains and then their column sums are independent and overlap.
+// Each chain takes the same operands in the same order as version 1's, so
+// the same bits; the first token of a stage has its own first pass (token
+// j + 1 must be staged), the last its own second one.
+template <int NI, class X>
+CHUNKINV_HD inline void recurrence_block_v3(const Args& a, X& x) {
+  constexpr int K = 16 * NI, NR = 2 * NI, CPW = columns_per_warp<8>();
+  const int threads = x.threads(), tid = x.thread();
+  const int cols = CPW * (threads / 32);
+  const Staged sh = staged(x, K, cols);
+  const double *sk = sh.k, *sq = sh.q, *sd = sh.d, *sv = sh.v, *sb = sh.beta;
+  const int s = x.block_x(), V = a.value_dim;
+  const int lane = tid & 31, r = lane & (kSlices - 1), kept = r >> 2;
+  const int col0 = x.block_y() * cols;
+  const int e0 = col0 + (tid >> 5) * CPW + (lane / kSlices) * 2;  // columns e0, e0 + 1
+  const int e = e0 + kept;
+  double* state = a.state + size_t(s) * K * V;
+  double s0[NR], s1[NR];  // row 16 i + 2 r + p at [2 i + p], of column e0 and e0 + 1
+  CHUNKINV_UNROLL
+  for (int i = 0; i < NI; ++i)
+    CHUNKINV_UNROLL
+    for (int p = 0; p < 2; ++p) {
+      const size_t c = 16 * i + 2 * r + p;
+      s0[2 * i + p] = e0 < V ? state[c * V + e0] : 0.0;
+      s1[2 * i + p] = e0 + 1 < V ? state[c * V + e0 + 1] : 0.0;
+    }
+  // pred of token j from its k^T S (the lane's kept column), to both columns' lanes
+  const auto preds = [&](int j, double dot_k, double& p0, double& p1) {
+    const double pred = mul_rn(sb[j], sub_rn(sv[j * cols + (e0 - col0) + kept], dot_k));
+    const double pred_other = x.shfl_xor(pred, 4);
+    p0 = kept ? pred_other : pred;
+    p1 = kept ? pred : pred_other;
+  };
+  const auto output = [&](int t, double dot_q) {
+    if ((r & 3) == 0 && e < V) a.o[a.layout.row(s, a.t0 + t) * V + e] = mul_rn(a.scale, dot_q);
+  };
+
+  for (int t = 0; t < a.count; t += kStageTokens) {
+    const int nt = a.count - t < kStageTokens ? a.count - t : kStageTokens;
+    stage_tokens<K>(a, x, sh, s, cols, col0, t, nt);
+
+    double p0, p1;
+    {  // token 0: S = diag(e^g) S, then k^T S
+      const double* k0 = sk + 2 * r;
+      const double* d0 = sd + 2 * r;
+      double c00 = 0.0, c01 = 0.0, c10 = 0.0, c11 = 0.0;
+      CHUNKINV_UNROLL
+      for (int i = 0; i < NI; ++i) {
+        const Pair dd = *reinterpret_cast<const Pair*>(d0 + 16 * i);
+        const Pair kk = *reinterpret_cast<const Pair*>(k0 + 16 * i);
+        s0[2 * i] = mul_rn(s0[2 * i], dd.x);
+        s0[2 * i + 1] = mul_rn(s0[2 * i + 1], dd.y);
+        s1[2 * i] = mul_rn(s1[2 * i], dd.x);
+        s1[2 * i + 1] = mul_rn(s1[2 * i + 1], dd.y);
+        c00 = fma_rn(kk.x, s0[2 * i], c00);
+        c01 = fma_rn(kk.y, s0[2 * i + 1], c01);
+        c10 = fma_rn(kk.x, s1[2 * i], c10);
+        c11 = fma_rn(kk.y, s1[2 * i + 1], c11);
+      }
+      preds(0, column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept), p0, p1);
+    }
+    for (int j = 0; j + 1 < nt; ++j) {  // S += k_j pred_j^T, q_j^T S; S = diag(d_(j+1)) S, k_(j+1)^T S
+      const double* kj = sk + j * K + 2 * r;
+      const double* qj = sq + j * K + 2 * r;
+      const double* dn = sd + (j + 1) * K + 2 * r;
+      const double* kn = sk + (j + 1) * K + 2 * r;
+      double c00 = 0.0, c01 = 0.0, c10 = 0.0, c11 = 0.0;
+      CHUNKINV_UNROLL
+      for (int i = 0; i < NI; ++i) {
+        const Pair kk = *reinterpret_cast<const Pair*>(kj + 16 * i);
+        const Pair qq = *reinterpret_cast<const Pair*>(qj + 16 * i);
+        s0[2 * i] = fma_rn(kk.x, p0, s0[2 * i]);
+        s0[2 * i + 1] = fma_rn(kk.y, p0, s0[2 * i + 1]);
+        s1[2 * i] = fma_rn(kk.x, p1, s1[2 * i]);
+        s1[2 * i + 1] = fma_rn(kk.y, p1, s1[2 * i + 1]);
+        c00 = fma_rn(qq.x, s0[2 * i], c00);
+        c01 = fma_rn(qq.y, s0[2 * i + 1], c01);
+        c10 = fma_rn(qq.x, s1[2 * i], c10);
+        c11 = fma_rn(qq.y, s1[2 * i + 1], c11);
+      }
+      const double dot_q = column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept);  // in flight during the decay
+      c00 = c01 = c10 = c11 = 0.0;
+      CHUNKINV_UNROLL
+      for (int i = 0; i < NI; ++i) {
+        const Pair dd = *reinterpret_cast<const Pair*>(dn + 16 * i);
+        const Pair kk = *reinterpret_cast<const Pair*>(kn + 16 * i);
+        s0[2 * i] = mul_rn(s0[2 * i], dd.x);
+        s0[2 * i + 1] = mul_rn(s0[2 * i + 1], dd.y);
+        s1[2 * i] = mul_rn(s1[2 * i], dd.x);
+        s1[2 * i + 1] = mul_rn(s1[2 * i + 1], dd.y);
+        c00 = fma_rn(kk.x, s0[2 * i], c00);
+        c01 = fma_rn(kk.y, s0[2 * i + 1], c01);
+        c10 = fma_rn(kk.x, s1[2 * i], c10);
+        c11 = fma_rn(kk.y, s1[2 * i + 1], c11);
+      }
+      const double dot_k = column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept);
+      output(t + j, dot_q);
+      preds(j + 1, dot_k, p0, p1);
+    }
+    {  // the stage's last token: S += k pred^T, then q^T S
+      const int j = nt - 1;
+      const double* kj = sk + j * K + 2 * r;
+      const double* qj = sq + j * K + 2 * r;
+      double c00 = 0.0, c01 = 0.0, c10 = 0.0, c11 = 0.0;
+      CHUNKINV_UNROLL
+      for (int i = 0; i < NI; ++i) {
+        const Pair kk = *reinterpret_cast<const Pair*>(kj + 16 * i);
+        const Pair qq = *reinterpret_cast<const Pair*>(qj + 16 * i);
+        s0[2 * i] = fma_rn(kk.x, p0, s0[2 * i]);
+        s0[2 * i + 1] = fma_rn(kk.y, p0, s0[2 * i + 1]);
+        s1[2 * i] = fma_rn(kk.x, p1, s1[2 * i]);
+        s1[2 * i + 1] = fma_rn(kk.y, p1, s1[2 * i + 1]);
+        c00 = fma_rn(qq.x, s0[2 * i], c00);
+        c01 = fma_rn(qq.y, s0[2 * i + 1], c01);
+        c10 = fma_rn(qq.x, s1[2 * i], c10);
+        c11 = fma_rn(qq.y, s1[2 * i + 1], c11);
+      }
+      output(t + j, column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept));
+    }
+  }
+
+  CHUNKINV_UNROLL
+  for (int i = 0; i < NI; ++i)
+    CHUNKINV_UNROLL
+    for (int p = 0; p < 2; ++p) {
+      const size_t c = 16 * i + 2 * r + p;
+      if (e0 < V) state[c * V + e0] = s0[2 * i + p];
+      if (e0 + 1 < V) state[c * V + e0 + 1] = s1[2 * i + p];
+    }
+}
+
+// Version 4 (under trial against version 3): version 3 with the two dots'
+// chains in one loop (eight accumulators a lane) rather than two loops.
+// Version 3's text otherwise: version 1's lanes and state, one pass a token. Version 1's second pass of token j (S +=
+// k_j pred_j^T, then q_j^T S) and its first pass of token j + 1 (S =
+// diag(d_(j+1)) S, then k_(j+1)^T S) run as one loop: each state element is
+// updated, feeds q_j's chain, is decayed and feeds k_(j+1)'s chain, so the
+// two dots' chains and then their column sums are independent and overlap.
+// Each chain takes the same operands in the same order as version 1's, so
+// the same bits; the first token of a stage has its own first pass (token
+// j + 1 must be staged), the last its own second one.
+template <int NI, class X>
+CHUNKINV_HD inline void recurrence_block_v4(const Args& a, X& x) {
+  constexpr int K = 16 * NI, NR = 2 * NI, CPW = columns_per_warp<8>();
+  const int threads = x.threads(), tid = x.thread();
+  const int cols = CPW * (threads / 32);
+  const Staged sh = staged(x, K, cols);
+  const double *sk = sh.k, *sq = sh.q, *sd = sh.d, *sv = sh.v, *sb = sh.beta;
+  const int s = x.block_x(), V = a.value_dim;
+  const int lane = tid & 31, r = lane & (kSlices - 1), kept = r >> 2;
+  const int col0 = x.block_y() * cols;
+  const int e0 = col0 + (tid >> 5) * CPW + (lane / kSlices) * 2;  // columns e0, e0 + 1
+  const int e = e0 + kept;
+  double* state = a.state + size_t(s) * K * V;
+  double s0[NR], s1[NR];  // row 16 i + 2 r + p at [2 i + p], of column e0 and e0 + 1
+  CHUNKINV_UNROLL
+  for (int i = 0; i < NI; ++i)
+    CHUNKINV_UNROLL
+    for (int p = 0; p < 2; ++p) {
+      const size_t c = 16 * i + 2 * r + p;
+      s0[2 * i + p] = e0 < V ? state[c * V + e0] : 0.0;
+      s1[2 * i + p] = e0 + 1 < V ? state[c * V + e0 + 1] : 0.0;
+    }
+  // pred of token j from its k^T S (the lane's kept column), to both columns' lanes
+  const auto preds = [&](int j, double dot_k, double& p0, double& p1) {
+    const double pred = mul_rn(sb[j], sub_rn(sv[j * cols + (e0 - col0) + kept], dot_k));
+    const double pred_other = x.shfl_xor(pred, 4);
+    p0 = kept ? pred_other : pred;
+    p1 = kept ? pred : pred_other;
+  };
+  const auto output = [&](int t, double dot_q) {
+    if ((r & 3) == 0 && e < V) a.o[a.layout.row(s, a.t0 + t) * V + e] = mul_rn(a.scale, dot_q);
+  };
+
+  for (int t = 0; t < a.count; t += kStageTokens) {
+    const int nt = a.count - t < kStageTokens ? a.count - t : kStageTokens;
+    stage_tokens<K>(a, x, sh, s, cols, col0, t, nt);
+
+    double p0, p1;
+    {  // token 0: S = diag(e^g) S, then k^T S
+      const double* k0 = sk + 2 * r;
+      const double* d0 = sd + 2 * r;
+      double c00 = 0.0, c01 = 0.0, c10 = 0.0, c11 = 0.0;
+      CHUNKINV_UNROLL
+      for (int i = 0; i < NI; ++i) {
+        const Pair dd = *reinterpret_cast<const Pair*>(d0 + 16 * i);
+        const Pair kk = *reinterpret_cast<const Pair*>(k0 + 16 * i);
+        s0[2 * i] = mul_rn(s0[2 * i], dd.x);
+        s0[2 * i + 1] = mul_rn(s0[2 * i + 1], dd.y);
+        s1[2 * i] = mul_rn(s1[2 * i], dd.x);
+        s1[2 * i + 1] = mul_rn(s1[2 * i + 1], dd.y);
+        c00 = fma_rn(kk.x, s0[2 * i], c00);
+        c01 = fma_rn(kk.y, s0[2 * i + 1], c01);
+        c10 = fma_rn(kk.x, s1[2 * i], c10);
+        c11 = fma_rn(kk.y, s1[2 * i + 1], c11);
+      }
+      preds(0, column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept), p0, p1);
+    }
+    for (int j = 0; j + 1 < nt; ++j) {  // S += k_j pred_j^T, q_j^T S; S = diag(d_(j+1)) S, k_(j+1)^T S
+      const double* kj = sk + j * K + 2 * r;
+      const double* qj = sq + j * K + 2 * r;
+      const double* dn = sd + (j + 1) * K + 2 * r;
+      const double* kn = sk + (j + 1) * K + 2 * r;
+      double q00 = 0.0, q01 = 0.0, q10 = 0.0, q11 = 0.0, k00 = 0.0, k01 = 0.0, k10 = 0.0, k11 = 0.0;
+      CHUNKINV_UNROLL
+      for (int i = 0; i < NI; ++i) {
+        const Pair kk = *reinterpret_cast<const Pair*>(kj + 16 * i);
+        const Pair qq = *reinterpret_cast<const Pair*>(qj + 16 * i);
+        const Pair dd = *reinterpret_cast<const Pair*>(dn + 16 * i);
+        const Pair kx = *reinterpret_cast<const Pair*>(kn + 16 * i);
+        s0[2 * i] = fma_rn(kk.x, p0, s0[2 * i]);
+        s0[2 * i + 1] = fma_rn(kk.y, p0, s0[2 * i + 1]);
+        s1[2 * i] = fma_rn(kk.x, p1, s1[2 * i]);
+        s1[2 * i + 1] = fma_rn(kk.y, p1, s1[2 * i + 1]);
+        q00 = fma_rn(qq.x, s0[2 * i], q00);
+        q01 = fma_rn(qq.y, s0[2 * i + 1], q01);
+        q10 = fma_rn(qq.x, s1[2 * i], q10);
+        q11 = fma_rn(qq.y, s1[2 * i + 1], q11);
+        s0[2 * i] = mul_rn(s0[2 * i], dd.x);
+        s0[2 * i + 1] = mul_rn(s0[2 * i + 1], dd.y);
+        s1[2 * i] = mul_rn(s1[2 * i], dd.x);
+        s1[2 * i + 1] = mul_rn(s1[2 * i + 1], dd.y);
+        k00 = fma_rn(kx.x, s0[2 * i], k00);
+        k01 = fma_rn(kx.y, s0[2 * i + 1], k01);
+        k10 = fma_rn(kx.x, s1[2 * i], k10);
+        k11 = fma_rn(kx.y, s1[2 * i + 1], k11);
+      }
+      const double dot_q = column_sum(x, add_rn(q00, q01), add_rn(q10, q11), kept);
+      const double dot_k = column_sum(x, add_rn(k00, k01), add_rn(k10, k11), kept);
+      output(t + j, dot_q);
+      preds(j + 1, dot_k, p0, p1);
+    }
+    {  // the stage's last token: S += k pred^T, then q^T S
+      const int j = nt - 1;
+      const double* kj = sk + j * K + 2 * r;
+      const double* qj = sq + j * K + 2 * r;
+      double c00 = 0.0, c01 = 0.0, c10 = 0.0, c11 = 0.0;
+      CHUNKINV_UNROLL
+      for (int i = 0; i < NI; ++i) {
+        const Pair kk = *reinterpret_cast<const Pair*>(kj + 16 * i);
+        const Pair qq = *reinterpret_cast<const Pair*>(qj + 16 * i);
+        s0[2 * i] = fma_rn(kk.x, p0, s0[2 * i]);
+        s0[2 * i + 1] = fma_rn(kk.y, p0, s0[2 * i + 1]);
+        s1[2 * i] = fma_rn(kk.x, p1, s1[2 * i]);
+        s1[2 * i + 1] = fma_rn(kk.y, p1, s1[2 * i + 1]);
+        c00 = fma_rn(qq.x, s0[2 * i], c00);
+        c01 = fma_rn(qq.y, s0[2 * i + 1], c01);
+        c10 = fma_rn(qq.x, s1[2 * i], c10);
+        c11 = fma_rn(qq.y, s1[2 * i + 1], c11);
+      }
+      output(t + j, column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept));
+    }
+  }
+
+  CHUNKINV_UNROLL
+  for (int i = 0; i < NI; ++i)
+    CHUNKINV_UNROLL
+    for (int p = 0; p < 2; ++p) {
+      const size_t c = 16 * i + 2 * r + p;
+      if (e0 < V) state[c * V + e0] = s0[2 * i + p];
+      if (e0 + 1 < V) state[c * V + e0 + 1] = s1[2 * i + p];
+    }
+}
+
 // Version 2's column sum: lane (r, p) of a column pair's 16 (lane r + 8 p)
 // holds chain p of slice r of both columns; it keeps column p. The first
 // shuffle (lane ^ 8) trades the other column's chain, so that P_r = chain 0

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "core/rng.hpp"
@@ -328,16 +329,18 @@ TEST(DownstreamCli, BenchRecurrenceChecksBeforeItTimes) {
     EXPECT_EQ(j["pass_ms"].size(), 2u);
     EXPECT_GT(j["token_heads_per_s"].get<double>(), 0.0);
   }
-  if (gpu::unavailable_reason().empty()) {  // version 2 of the kernel: the same bits, checked the same way
-    const auto v2 = testing::run_chunkinv_in(dir, small.substr(0, small.find(" -o ")) + " --kernel-version 2 -o r2.json");
-    ASSERT_EQ(v2.status, 0) << v2.out;
-    const json j = testing::load_json(dir + "/r2.json")["recurrence"];
-    EXPECT_EQ(j["kernel_version"], 2);
-    EXPECT_EQ(j["identical_to_cpu"], true);
-    EXPECT_EQ(j["o_values_differing"], 0);
-  }
+  if (gpu::unavailable_reason().empty())  // versions 2 and 3 of the kernel: the same bits, checked the same way
+    for (const int version : {2, 3, 4}) {
+      const auto rv = testing::run_chunkinv_in(
+          dir, small.substr(0, small.find(" -o ")) + fmt::format(" --kernel-version {} -o rv.json", version));
+      ASSERT_EQ(rv.status, 0) << rv.out;
+      const json j = testing::load_json(dir + "/rv.json")["recurrence"];
+      EXPECT_EQ(j["kernel_version"], version);
+      EXPECT_EQ(j["identical_to_cpu"], true);
+      EXPECT_EQ(j["o_values_differing"], 0);
+    }
   for (const char* bad : {"bench --recurrence --key-dim 24", "bench --recurrence --gating head", "bench --batch 4",
-                          "bench --recurrence -a chunk=16", "bench --recurrence --kernel-version 3",
+                          "bench --recurrence -a chunk=16", "bench --recurrence --kernel-version 5",
                           "bench --kernel-version 2"}) {
     const auto b = testing::run_chunkinv_in(dir, std::string(bad) + " -o bad.json");
     EXPECT_EQ(b.status, 2) << bad << ": " << b.out;

@@ -80,7 +80,7 @@ TEST(GpuRecurrence, EqualsTheCpuRecurrenceBitForBit) {
       {"model_like", 32, 72, 64, "token", true, {16, 48}},
       {"model_like", 64, 200, 48, "channel", false, {5, 43}},
   };
-  for (const int version : {1, 2})
+  for (const int version : {1, 2, 3, 4})
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "version " << version << " " << c.family << " K=" << c.K << " V=" << c.V
                                       << " T=" << c.T << " " << c.gating << (c.h0 ? " h0" : ""));
@@ -170,6 +170,20 @@ void emulated_launch(int K, const gpu::recurrence::Args& a, const double* g, int
               case 64: recurrence_block_v2<4>(a, x); break;
               default: recurrence_block_v2<8>(a, x); break;
             }
+          } else if (version == 3) {
+            switch (K) {
+              case 16: recurrence_block_v3<1>(a, x); break;
+              case 32: recurrence_block_v3<2>(a, x); break;
+              case 64: recurrence_block_v3<4>(a, x); break;
+              default: recurrence_block_v3<8>(a, x); break;
+            }
+          } else if (version == 4) {
+            switch (K) {
+              case 16: recurrence_block_v4<1>(a, x); break;
+              case 32: recurrence_block_v4<2>(a, x); break;
+              case 64: recurrence_block_v4<4>(a, x); break;
+              default: recurrence_block_v4<8>(a, x); break;
+            }
           } else {
             switch (K) {
               case 16: recurrence_block<1>(a, x); break;
@@ -189,7 +203,7 @@ TEST(GpuRecurrenceSource, KernelBodiesOnTheHostEqualTheRecurrence) {
       {"model_like", 16, 13, 19, "token", true, {9, 10}},
       {"model_like", 32, 72, 10, "channel", false, {10}},
   };
-  for (const int version : {1, 2})
+  for (const int version : {1, 2, 3, 4})
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "version " << version << " K=" << c.K << " V=" << c.V << " " << c.gating
                                       << (c.h0 ? " h0" : ""));

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# A device call without a build: binaries made on the development machine (the same compiler as the carried
+# BEFORE build, so `bench` compares like with like), carried xz-compressed in .ext/run:
+#   .ext/run/chunkinv.xz, .ext/run/chunkinv_tests.xz   this tree's CUDA build (build-cuda), stripped
+#   .ext/bin/before/chunkinv, .ext/bin/lib/             the build `bench` compares against, and libfmt
+# The tests' compiled-in paths (/work/main/...) are pointed at this copy of the tree.
+#
+#   scripts/gpu-carried.sh [STEPS]    STEPS: a comma list of tests,recurrence,bench (default all three)
+#     tests       the GPU tests and those of the device pipeline, the recurrence and seq (gtest filter)
+#     recurrence  bench --recurrence of the kernel versions in VERSIONS (default "1 3 4"), alternated, twice
+#     bench       `bench` of BEFORE and of this build, alternated, ROUNDS times (default 1)
+set -uo pipefail
+steps=",${1:-tests,recurrence,bench},"
+OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
+mkdir -p build-cuda /work
+for b in chunkinv chunkinv_tests; do xz -dc ".ext/run/$b.xz" > "build-cuda/$b" && chmod +x "build-cuda/$b"; done
+[ -e /work/main ] || ln -s "$PWD" /work/main
+export LD_LIBRARY_PATH="$PWD/.ext/bin/lib:$PWD/.ext/nettle/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CHUNKINV_DATA="$PWD/data"
+B=$PWD/build-cuda/chunkinv
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; "$B" --version | head -1; } | tee -a "$OUT/carried.log"
+if [[ $steps == *,tests,* ]]; then
+  CHUNKINV_PIPELINE_SCALE_SAMPLES=20000 CHUNKINV_PIPELINE_SCALE_SEEDS=1,2,3 timeout 240 build-cuda/chunkinv_tests \
+    --gtest_filter='Gpu*:DevicePipeline*:Device*:Downstream*:Seq*:Backend*' > /tmp/tests.log 2>&1
+  echo "tests rc=$?" >> /tmp/tests.log
+  gzip -c /tmp/tests.log > "$OUT/tests.log.gz"
+  grep -E "^\[  (PASSED|FAILED)|tests ran|FAILED  \]|tests rc" /tmp/tests.log | tee -a "$OUT/carried.log"
+fi
+if [[ $steps == *,recurrence,* ]]; then
+  for round in 1 2; do for v in ${VERSIONS:-1 3 4}; do for b in 32 8; do
+    "$B" bench --recurrence --batch $b --kernel-version "$v" -o "/tmp/rec-v$v-B$b-$round.json" > /tmp/rec.txt 2>&1
+    echo "recurrence v$v B=$b round $round rc=$? $(grep -E 'median|differ' /tmp/rec.txt | tr '\n' ' ')" | tee -a "$OUT/carried.log"
+  done; done; done
+  (cd /tmp && tar czf "$OUT/recurrence.tgz" rec-v*.json)
+fi
+if [[ $steps == *,bench,* ]]; then
+  for round in $(seq 1 "${ROUNDS:-1}"); do for w in before now; do
+    b=$PWD/.ext/bin/before/chunkinv; [ $w = now ] && b=$B
+    s0=$(date +%s)
+    timeout 150 "$b" bench -a family=model_like -a 'chunk=[16,32,64]' -a 'method=[neumann,flashkda_v2,fla_solve_tril]' \
+      --paths kernel,cublas --samples 16384 -q -o "/tmp/bench-$w-$round.json"
+    echo "bench $w round $round rc=$? $(( $(date +%s) - s0 )) s" | tee -a "$OUT/carried.log"
+    (cd /tmp && tar czf "$OUT/bench.tgz" bench-*.json)
+  done; done
+fi
