@@ -7,7 +7,8 @@
 #
 #   scripts/gpu-carried.sh [STEPS]    STEPS: a comma list of tests,recurrence,bench (default all three)
 #     tests       the GPU tests and those of the device pipeline, the recurrence and seq (gtest filter)
-#     recurrence  bench --recurrence of the kernel versions in VERSIONS (default "1 3 4"), alternated, twice
+#     recurrence  bench --recurrence of the kernel versions in VERSIONS (default "1 3 4") at B in BATCHES
+#                 (default "32 8"), alternated, twice
 #     bench       `bench` of BEFORE and of this build, alternated, ROUNDS times (default 1)
 set -uo pipefail
 steps=",${1:-tests,recurrence,bench},"
@@ -27,7 +28,7 @@ if [[ $steps == *,tests,* ]]; then
   grep -E "^\[  (PASSED|FAILED)|tests ran|FAILED  \]|tests rc" /tmp/tests.log | tee -a "$OUT/carried.log"
 fi
 if [[ $steps == *,recurrence,* ]]; then
-  for round in 1 2; do for v in ${VERSIONS:-1 3 4}; do for b in 32 8; do
+  for round in 1 2; do for v in ${VERSIONS:-1 3 4}; do for b in ${BATCHES:-32 8}; do
     "$B" bench --recurrence --batch $b --kernel-version "$v" -o "/tmp/rec-v$v-B$b-$round.json" > /tmp/rec.txt 2>&1
     echo "recurrence v$v B=$b round $round rc=$? $(grep -E 'median|differ' /tmp/rec.txt | tr '\n' ' ')" | tee -a "$OUT/carried.log"
   done; done; done
