@@ -51,6 +51,8 @@ seq_common=(-a seq_len=256 -a dim=32 -a value_dim=32 -a 'method=[neumann,fla_sol
   --paths gold,emulated --per-sample "${seq_common[@]}" -o "$dir/seq-model_like.json"
 "$bin" seq -a family=real_gates -a 'chunk=[16,64]' -a storage=fla_chunk_gdn -a backward=stored -a window=64 \
   --paths gold,emulated "${seq_common[@]}" -o "$dir/seq-real_gates.json"
+"$bin" seq -a family=sparse_forget -a gating=channel -a 'chunk=[16,32]' -a 'storage=[flashkda,fp64]' \
+  -a initial_state=random --paths gold,emulated "${seq_common[@]}" -o "$dir/seq-channel.json"
 for i in 1 2; do
   "$bin" seq -a family=weak_decay_correlated -a chunk=16 -a storage=fp64 -a backward=stored --paths gold,emulated \
     --per-sample --shard $i/2 "${seq_common[@]}" -o "$dir/seq-shard-$i.part"

@@ -120,7 +120,7 @@ void seq(SeqArgs a) {
         throw UsageError(fmt::format("--shard {}: {} shards of {} sequences; at most {} shards (a shard holds a "
                                      "sequence at least)", a.shard, shard->count, n, n));
   if (a.pipeline != "host" && a.pipeline != "device")
-    throw UsageError(fmt::format("--pipeline {}: must be host or device (the FP64 recurrence on the GPU)", a.pipeline));
+    throw UsageError(fmt::format("--pipeline {}: must be host or device (the FP64 recurrence and the chunked forwards on the GPU)", a.pipeline));
   const bool device = a.pipeline == "device";
   if (device) require_device_reference(groups);
   std::optional<OutputFile> out;
@@ -137,7 +137,7 @@ void seq(SeqArgs a) {
   opt.threads = a.threads;
   opt.per_sample = a.per_sample;
   opt.shard = shard;
-  opt.device_reference = device;
+  opt.device = device;
   const bool checkpointed = out && out->replaced_atomically() && !candidate;
   if (a.resume && !checkpointed)
     throw UsageError("--resume needs -o FILE (a regular file): the checkpoint lies beside the report");
@@ -314,8 +314,8 @@ void set_seq_command(CLI::App& app) {
   cmd->add_option("--checkpoint-every", args->checkpoint_every,
                   "seconds between saves of the sequences done to FILE.ckpt, 0 to 86400 (default 10)");
   cmd->add_option("--pipeline", args->pipeline,
-                  "host (default) or device: the FP64 recurrence every variant is scored against on the GPU "
-                  "(bit for bit the host's, the same report; K 16, 32, 64 or 128)");
+                  "host (default) or device: the FP64 recurrence every variant is scored against and the chunked "
+                  "forwards on the GPU (bit for bit the host's, the same report; K 16, 32, 64 or 128)");
   cmd->add_flag("-q,--quiet", args->quiet, "print nothing but errors");
   cmd->add_flag("--list-families", args->list_families, "list the sequence families and their axes");
   cmd->add_flag("--list-storage", args->list_storage, "list the storage presets and what they model");

@@ -16,6 +16,7 @@
 #include "downstream/storage.hpp"
 #include "metrics/sketch.hpp"
 #include "gpu/gpu.hpp"
+#include "gpu/chunked_forward.hpp"
 #include "gpu/recurrence.hpp"
 #include "metrics/stats.hpp"
 #include "paths/gold/gold.hpp"
@@ -205,22 +206,32 @@ constexpr int kBlockTokens = 4096;
 std::vector<std::vector<double>> run_one(const Sequence& s, const SeqConfig& cfg, int window,
                                          const std::vector<InverseTask>& tasks,
                                          const std::vector<std::vector<const Method*>>& path_methods,
-                                         std::vector<std::unique_ptr<Path>>& paths, ThreadPool& pool, bool device_reference) {
-  const int C = cfg.chunk, N = s.chunks(C);
+                                         std::vector<std::unique_ptr<Path>>& paths, ThreadPool& pool, bool device) {
+  const int C = cfg.chunk, N = s.chunks(C), K = s.key_dim, V = s.value_dim, W = s.gate_width();
   const double scale = default_scale(s);
   const StoragePreset& preset = find_storage(cfg.storage);
   // Variant 0: the exact inverse with the preset's storage; then per task
   // its total (preset) and its inverse only (FP64).
   const size_t nv = 1 + 2 * tasks.size();
-  std::vector<ChunkedForward> forwards;
+  std::vector<const StoragePreset*> presets{&preset};
+  for (size_t t = 0; t < tasks.size(); ++t) presets.insert(presets.end(), {&preset, &fp64_storage()});
   std::vector<VariantScore> scores(nv, VariantScore(s.tokens, window));
-  forwards.reserve(nv);
-  forwards.emplace_back(s, C, preset, scale);
-  for (size_t t = 0; t < tasks.size(); ++t) {
-    forwards.emplace_back(s, C, preset, scale);
-    forwards.emplace_back(s, C, fp64_storage(), scale);
+  // The forwards on the host (ChunkedForward), or on the GPU, every variant at once (the same bits).
+  std::vector<ChunkedForward> forwards;
+  std::unique_ptr<gpu::DeviceChunkedForward> on_gpu;
+  std::vector<double> gpu_inverses, gpu_o, gpu_states;
+  std::vector<Mat> states(nv);
+  if (device) {
+    std::vector<Stores> stores;
+    for (const StoragePreset* p : presets) stores.push_back(stores_of(*p));
+    on_gpu = std::make_unique<gpu::DeviceChunkedForward>(C, K, V, W, scale, stores, s.h0.empty() ? nullptr : s.h0.data());
+    gpu_o.resize(nv * C * V);
+    gpu_states.resize(nv * K * V);
+  } else {
+    forwards.reserve(nv);
+    for (const StoragePreset* p : presets) forwards.emplace_back(s, C, *p, scale);
   }
-  Reference ref(s, scale, device_reference);
+  Reference ref(s, scale, device);
   Mat ref_rows;
   std::vector<Mat> rows(nv);
   const int block = std::max(1, std::min(N, kBlockTokens / C));
@@ -241,16 +252,33 @@ std::vector<std::vector<double>> run_one(const Sequence& s, const SeqConfig& cfg
     for (int j = 0; j < nb; ++j) {
       const int n = b0 + j;
       ref.advance(n * C, C, ref_rows);
+      const auto inverse = [&](size_t v) -> const Mat& {
+        return v == 0 ? gold[j].inv : outs[tasks[(v - 1) / 2].path][tasks[(v - 1) / 2].method * nb + j].on_path_l.inv;
+      };
+      if (on_gpu) {
+        gpu_inverses.clear();
+        for (size_t v = 0; v < nv; ++v) gpu_inverses.insert(gpu_inverses.end(), inverse(v).data(), inverse(v).data() + C * C);
+        const size_t t0 = size_t(n) * C;
+        on_gpu->advance(&s.q[t0 * K], &s.k[t0 * K], &s.v[t0 * V], &s.g[t0 * W], &s.beta[t0], gpu_inverses.data(),
+                        gpu_o.data(), gpu_states.data());
+      }
       pool.parallel_for(nv, [&](size_t v) {
-        const Mat& inverse =
-            v == 0 ? gold[j].inv : outs[tasks[(v - 1) / 2].path][tasks[(v - 1) / 2].method * nb + j].on_path_l.inv;
-        forwards[v].advance(n, inverse, rows[v]);
+        if (on_gpu) {
+          rows[v] = Eigen::Map<const Mat>(gpu_o.data() + v * C * V, C, V);
+          states[v] = Eigen::Map<const Mat>(gpu_states.data() + v * K * V, K, V);
+        } else {
+          forwards[v].advance(n, inverse(v), rows[v]);
+        }
         scores[v].add_rows(n * C, rows[v], ref_rows);
-        scores[v].add_boundary(forwards[v].state(), ref.state());
+        scores[v].add_boundary(on_gpu ? states[v] : forwards[v].state(), ref.state());
       });
     }
   }
-  for (size_t v = 0; v < nv; ++v) scores[v].set_final(forwards[v].final_state(), ref.state());
+  for (size_t v = 0; v < nv; ++v) {
+    const Mat ht = on_gpu ? Mat(states[v].unaryExpr([&](double x) { return stored(x, presets[v]->final_state); }))
+                          : forwards[v].final_state();
+    scores[v].set_final(ht, ref.state());
+  }
   std::vector<std::vector<double>> values(tasks.size());
   for (size_t t = 0; t < tasks.size(); ++t)
     values[t] = evaluate_downstream(scores[1 + 2 * t], scores[2 + 2 * t], scores[0], s.tokens);
@@ -431,8 +459,8 @@ Plan plan_sequences(const std::vector<SeqGroup>& groups, const std::vector<PathC
   return plan;
 }
 
-SequenceBackend::SequenceBackend(const std::vector<PathChoice>& paths, int threads, bool device_reference)
-    : pool_(threads), device_reference_(device_reference) {
+SequenceBackend::SequenceBackend(const std::vector<PathChoice>& paths, int threads, bool device)
+    : pool_(threads), device_(device) {
   for (const PathChoice& p : paths) instances_.push_back(make_path(p));
 }
 
@@ -457,7 +485,7 @@ void SequenceBackend::run(const Group& g, uint64_t seed, SampleRange range, Sink
     r.group = &g;
     r.first = n;
     r.count = 1;
-    r.values = run_one(s, cfg, window_of(group, s), tasks, path_methods, instances_, pool_, device_reference_);
+    r.values = run_one(s, cfg, window_of(group, s), tasks, path_methods, instances_, pool_, device_);
     if (cfg.backward != "none") {
       const Upstream up = upstream_of(s, group.inputs ? 0 : seed, n);
       const auto b = run_backward_one(s, up, cfg, window_of(group, s), tasks, path_methods, instances_, pool_);
@@ -486,7 +514,7 @@ Checkpoint::Layout sequence_layout(const std::vector<SeqGroup>& groups, const st
 SeqRunResult run_sequences(const std::vector<SeqGroup>& groups, const std::vector<PathChoice>& paths,
                            const SeqRunOptions& opt) {
   const Plan plan = plan_sequences(groups, paths, opt);
-  SequenceBackend backend(paths, opt.threads, opt.device_reference);
+  SequenceBackend backend(paths, opt.threads, opt.device);
   StatsOptions stats;
   stats.per_sample = opt.per_sample;
   stats.keep_state = opt.shard.has_value();  // a shard's entries carry their state: merge adds them up

@@ -59,9 +59,10 @@ struct SeqRunOptions {
   // run again. `stop` (a signal) ends the run after a sequence, saved.
   Checkpoint* checkpoint = nullptr;
   std::function<int()> stop;
-  // The FP64 recurrence every variant is scored against on the GPU
-  // (gpu/recurrence.hpp): the CPU's bits, so the same report.
-  bool device_reference = false;
+  // The FP64 recurrence every variant is scored against and the chunked
+  // forwards on the GPU (gpu/recurrence.hpp, gpu/chunked_forward.hpp): the
+  // CPU's bits, so the same report. The backward runs on the host.
+  bool device = false;
 };
 
 struct SeqRunResult {
@@ -95,11 +96,12 @@ Plan plan_sequences(const std::vector<SeqGroup>& groups, const std::vector<PathC
 // The host back-end of a sample that is a whole sequence (docs/design.md):
 // per sequence of a group's range, its chunks' inverses from every path x
 // method (Path::run_batch, as a chunk run's), the chunked forwards and the
-// backward against the FP64 recurrence (the CPU's, or the GPU's: the same
-// bits), their values handed to the sink one sequence a batch.
+// backward against the FP64 recurrence, their values handed to the sink one
+// sequence a batch. `device`: the recurrence and the forwards on the GPU
+// (the same bits as the host's).
 class SequenceBackend final : public Backend {
  public:
-  SequenceBackend(const std::vector<PathChoice>& paths, int threads, bool device_reference);
+  SequenceBackend(const std::vector<PathChoice>& paths, int threads, bool device);
   ~SequenceBackend() override;
   bool takes(const Group& g, const StatsOptions&, std::string*) const override { return g.sequence != nullptr; }
   void run(const Group& group, uint64_t seed, SampleRange range, Sink& sink) override;
@@ -107,7 +109,7 @@ class SequenceBackend final : public Backend {
  private:
   std::vector<std::unique_ptr<Path>> instances_;
   ThreadPool pool_;
-  bool device_reference_;
+  bool device_;
 };
 
 SeqRunResult run_sequences(const std::vector<SeqGroup>& groups, const std::vector<PathChoice>& paths,

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/detmath.hpp"
+#include "downstream/forward_step.hpp"
 
 namespace chunkinv {
 
@@ -82,102 +83,40 @@ Mat ChunkedForward::final_state() const {
   return state_.unaryExpr([&](double x) { return stored(x, p_.final_state); });
 }
 
+namespace {
+
+// One thread, no barrier: the forward step as the CPU runs it.
+struct SerialContext {
+  int thread() const { return 0; }
+  int threads() const { return 1; }
+  void sync() const {}
+};
+
+}  // namespace
+
 void ChunkedForward::advance(int n, const Mat& inverse, Mat& o) {
-  const int C = chunk_, K = s_.key_dim, V = s_.value_dim, W = s_.gate_width(), t0 = n * C;
-  const StoragePreset& p = p_;
-  const auto acc = [&](double x) { return stored(x, p.accumulate); };
-  const auto as = [](Store st) { return [st](double x) { return stored(x, st); }; };
-  const auto col = [&](int c) { return W == 1 ? 0 : c; };
-  // G: the inclusive cumulative gate within the chunk, per channel (one
-  // column for per-token gates). Every decay is exp(G_a - G_b) with a >= b,
-  // formed per pair: exp(G) exp(-G) would overflow (real gates reach -167 a token).
-  Mat G(C, W);
-  for (int c = 0; c < W; ++c) {
-    double sum = 0.0;
-    for (int i = 0; i < C; ++i) G(i, c) = sum = stored(sum + s_.gate(t0 + i, c), p.gates);
-  }
-  const auto decay = [&](int a, int b, int c) {  // exp(G_a - G_b), a >= b
-    return stored(detmath::exp(stored(G(a, c) - G(b, c), p.gates)), p.gates);
-  };
-  // exp(G_a) and exp(G_C - G_a) per token and gate column, formed once.
-  Mat from_start_m(C, W), to_end_m(C, W);
-  for (int a = 0; a < C; ++a)
-    for (int c = 0; c < W; ++c) {
-      from_start_m(a, c) = stored(detmath::exp(G(a, c)), p.gates);
-      to_end_m(a, c) = decay(C - 1, a, c);
-    }
-  const auto from_start = [&](int a, int c) { return from_start_m(a, c); };
-
-  const Mat A = inverse.unaryExpr(as(p.inverse));
-  Mat kb(C, K), vb(C, V), q(C, K), k(C, K);
-  for (int j = 0; j < C; ++j) {
-    const double b = s_.beta[t0 + j];
-    for (int c = 0; c < K; ++c) {
-      k(j, c) = s_.k[static_cast<size_t>(t0 + j) * K + c];
-      q(j, c) = s_.q[static_cast<size_t>(t0 + j) * K + c];
-      kb(j, c) = stored(acc(acc(b * k(j, c)) * from_start(j, col(c))), p.operands);
-    }
-    for (int e = 0; e < V; ++e) vb(j, e) = stored(acc(b * s_.v[static_cast<size_t>(t0 + j) * V + e]), p.operands);
-  }
-  // w = A (beta k e^G), u = A (beta v); x = u - w S (fla's v_new).
-  const Mat w = product(A, kb).unaryExpr(acc).unaryExpr(as(p.w_u));
-  const Mat u = product(A, vb).unaryExpr(acc).unaryExpr(as(p.w_u));
-  const Mat h = state_.unaryExpr(as(p.state_operand));
-  const Mat ws = product(w, h).unaryExpr(acc);
-  Mat x(C, V);
-  for (int j = 0; j < C; ++j)
-    for (int e = 0; e < V; ++e) x(j, e) = acc(u(j, e) - ws(j, e));
-  const Mat xs = x.unaryExpr(as(p.v_new));
-
-  // o_i = scale (q_i e^G_i)^T S + scale sum_{j <= i} (sum_c q_ic k_jc e^(G_ic - G_jc)) x_j
-  Mat qk = Mat::Zero(C, C), inter;
-  if (!p.per_token_only) {
-    Mat qg(C, K);
-    for (int i = 0; i < C; ++i)
-      for (int c = 0; c < K; ++c) qg(i, c) = stored(acc(q(i, c) * from_start(i, col(c))), p.operands);
-    inter = product(qg, h).unaryExpr(acc);
-    for (int i = 0; i < C; ++i)
-      for (int j = 0; j <= i; ++j) {
-        const double one = W == 1 ? decay(i, j, 0) : 0.0;  // per-token gates: one decay for every channel
-        double dot = 0.0;
-        for (int c = 0; c < K; ++c) dot += q(i, c) * k(j, c) * (W == 1 ? one : decay(i, j, c));
-        qk(i, j) = stored(acc(scale_ * acc(dot)), p.qk);
-      }
-  } else {  // chunk_gated_delta_rule: (q h) e^G and (q.k) e^(G_i - G_j), one gate per token
-    inter = product(q, h).unaryExpr(acc);
-    for (int i = 0; i < C; ++i) {
-      for (int e = 0; e < V; ++e) inter(i, e) = acc(inter(i, e) * from_start(i, 0));
-      for (int j = 0; j <= i; ++j) {
-        double dot = 0.0;
-        for (int c = 0; c < K; ++c) dot += q(i, c) * k(j, c);
-        qk(i, j) = stored(acc(acc(dot) * decay(i, j, 0)), p.qk);
-      }
-    }
-  }
-  const Mat intra = product(qk, xs).unaryExpr(acc);
+  const int C = chunk_, K = s_.key_dim, V = s_.value_dim, W = s_.gate_width();
+  const size_t t0 = size_t(n) * C;
   o.resize(C, V);
-  for (int i = 0; i < C; ++i)
-    for (int e = 0; e < V; ++e) {
-      const double a = acc(scale_ * inter(i, e)), b = p.per_token_only ? acc(scale_ * intra(i, e)) : intra(i, e);
-      o(i, e) = stored(acc(a + b), p.output);
-    }
-
-  // S_C = diag(e^G_C) S + sum_j (k_j e^(G_C - G_j)) x_j^T
-  Mat upd;
-  if (!p.per_token_only) {
-    Mat kg(K, C);  // fla's kg, transposed
-    for (int j = 0; j < C; ++j)
-      for (int c = 0; c < K; ++c) kg(c, j) = stored(acc(k(j, c) * to_end_m(j, col(c))), p.update);
-    upd = product(kg, xs).unaryExpr(acc);
-  } else {
-    Mat xd(C, V);
-    for (int j = 0; j < C; ++j)
-      for (int e = 0; e < V; ++e) xd(j, e) = stored(acc(x(j, e) * to_end_m(j, 0)), p.update);
-    upd = product(k.transpose(), xd).unaryExpr(acc);
-  }
-  for (int c = 0; c < K; ++c)
-    for (int e = 0; e < V; ++e)
-      state_(c, e) = stored(acc(acc(state_(c, e) * from_start(C - 1, col(c))) + upd(c, e)), p.state);
+  work_.resize(forward_step::work_doubles(C, K, V, W));
+  forward_step::Args a;
+  a.q = &s_.q[t0 * K];
+  a.k = &s_.k[t0 * K];
+  a.v = &s_.v[t0 * V];
+  a.g = &s_.g[t0 * W];
+  a.beta = &s_.beta[t0];
+  a.inverse = inverse.data();
+  a.state = state_.data();
+  a.o = o.data();
+  a.work = work_.data();
+  a.C = C;
+  a.K = K;
+  a.V = V;
+  a.W = W;
+  a.scale = scale_;
+  a.p = stores_of(p_);
+  SerialContext x;
+  forward_step::step(a, x);
 }
 
 Trace recurrent_forward(const Sequence& s, int chunk, double scale) {

@@ -66,6 +66,7 @@ class ChunkedForward {
   const StoragePreset& p_;
   double scale_;
   Mat state_;
+  std::vector<double> work_;  // the step's intermediates (downstream/forward_step.hpp)
 };
 
 // Whole-sequence forms (tests, small runs): o (T x V), the state after

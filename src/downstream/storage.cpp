@@ -9,15 +9,6 @@
 
 namespace chunkinv {
 
-double stored(double x, Store s) {
-  switch (s) {
-    case Store::kFp32: return fp32(x);
-    case Store::kBf16: return bf16(x);
-    case Store::kFp64: break;
-  }
-  return x;
-}
-
 std::string_view store_name(Store s) {
   switch (s) {
     case Store::kFp32: return "fp32";

@@ -7,12 +7,10 @@
 #include <string_view>
 #include <vector>
 
+#include "downstream/store_hd.hpp"
+
 namespace chunkinv {
 
-enum class Store { kFp64, kFp32, kBf16 };
-
-// x as `s` holds it (round to nearest even; FP64: x itself).
-double stored(double x, Store s);
 std::string_view store_name(Store s);
 
 struct StoragePreset {
@@ -36,6 +34,12 @@ struct StoragePreset {
   // decay multiplies the key (fla's kg) and the query (qg) before them.
   bool per_token_only = false;
 };
+
+// Its rounding points alone (what the forward step reads, on host and device).
+inline Stores stores_of(const StoragePreset& p) {
+  return {p.gates, p.accumulate, p.inverse, p.operands, p.w_u, p.state_operand, p.v_new,
+          p.update, p.qk, p.state, p.output, p.final_state, p.per_token_only};
+}
 
 std::vector<std::string> storage_names();
 const StoragePreset& find_storage(std::string_view name);  // UsageError with a suggestion

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "gpu/gpu.hpp"
+#include "gpu/chunked_forward.hpp"
 #include "gpu/recurrence.hpp"
 #include "paths/gpu_paths.hpp"
 
@@ -31,6 +32,16 @@ void DeviceRecurrence::state(double*) const { throw UsageError("the GPU recurren
 RecurrenceTiming time_recurrence(const RecurrenceProblem&, int, int, const std::vector<int>&,
                                  const std::function<bool(const RecurrenceTiming&)>&) {
   throw UsageError("the GPU recurrence: this build has no CUDA support");
+}
+
+struct DeviceChunkedForward::Impl {};
+DeviceChunkedForward::DeviceChunkedForward(int, int, int, int, double, const std::vector<Stores>&, const double*) {
+  throw UsageError("the GPU chunked forward: this build has no CUDA support");
+}
+DeviceChunkedForward::~DeviceChunkedForward() = default;
+void DeviceChunkedForward::advance(const double*, const double*, const double*, const double*, const double*,
+                                   const double*, double*, double*) {
+  throw UsageError("the GPU chunked forward: this build has no CUDA support");
 }
 
 }  // namespace chunkinv::gpu
