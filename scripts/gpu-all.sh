@@ -15,9 +15,11 @@
 #      beforehand with the same compiler, carried: BEFORE and AFTER (default .ext/bin/{before,after}/chunkinv)
 #
 #   scripts/gpu-all.sh [STEPS] [CHUNKS]     STEPS: a comma list of tests,py,raw,seq,fla,flabwd,pipeline,house,bench
-#                                           (default tests,py,seq,pipeline: what has not run on a GPU yet)
+#                                           (default tests,seq: what has not run on a GPU yet, the chunked
+#                                           forward and the recurrence's versions 3 and 4; without a build
+#                                           there: scripts/gpu-carried.sh)
 set -uo pipefail
-steps=",${1:-tests,py,seq,pipeline},"
+steps=",${1:-tests,seq},"
 chunks="${2:-16,24,32,48,64}"
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1

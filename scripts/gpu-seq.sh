@@ -25,15 +25,15 @@ cmake -S . -B /tmp/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTU
 cmake --build /tmp/b -j 16 --target chunkinv chunkinv_tests > $OUT/build.log 2>&1 || { grep -A5 -E "error|FAILED" $OUT/build.log | head -40 | tee -a $L; exit 1; }
 t built | tee -a $L
 T=/tmp/b/chunkinv_tests B=/tmp/b/chunkinv
-FILTER='GpuRecurrence*:Downstream.RecurrenceDots*:Downstream.ChunkedFp64*:Downstream.StrongForgets*:DownstreamCli.BenchRecurrence*:DownstreamCli.SeqPipelineDevice*'
-# 1. the GPU form (both kernel versions) against the CPU's, bit for bit
+FILTER='GpuRecurrence*:GpuChunkedForward*:ChunkedForwardStep*:Downstream.RecurrenceDots*:Downstream.ChunkedFp64*:Downstream.StrongForgets*:DownstreamCli.BenchRecurrence*:DownstreamCli.SeqPipelineDevice*'
+# 1. the GPU forms (every recurrence kernel version, the chunked forward) against the CPU's, bit for bit
 timeout 120 $T --gtest_filter="$FILTER" > $OUT/tests.log 2>&1; echo "tests rc=$? ($FILTER)" | tee -a $L
 grep -E "^\[ *(OK|FAILED|SKIPPED) |Failure|differ|Expected|Which is" $OUT/tests.log | head -40 | tee -a $L
 # 2. out-of-bounds accesses and shared-memory races (the staging's barriers)
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ -n "$CS" ]; then
   for tool in memcheck racecheck; do
-    timeout 60 $CS --tool $tool --error-exitcode 9 $T --gtest_filter='GpuRecurrence.EqualsTheCpu*' > $OUT/sanitizer-$tool.log 2>&1
+    timeout 90 $CS --tool $tool --error-exitcode 9 $T --gtest_filter='GpuRecurrence.EqualsTheCpu*:GpuChunkedForward.Equals*' > $OUT/sanitizer-$tool.log 2>&1
     echo "compute-sanitizer $tool rc=$? ($(grep -cE "^========= (Invalid|Error|Race)" $OUT/sanitizer-$tool.log) findings)" | tee -a $L
   done
 else
@@ -50,9 +50,11 @@ run_bench B8 --batch 8
 run_bench B32 --batch 32
 run_bench B32-token --batch 32 --gating token
 run_bench B32-block2048 --batch 32 --block 2048
-# version 2 of the kernel (16 lanes a column pair, half the registers), alternated with version 1
+# versions 2 (16 lanes a column pair), 3 and 4 (one step a token), alternated with version 1
 run_bench B32-v2 --batch 32 --kernel-version 2
-run_bench B8-v2 --batch 8 --kernel-version 2
+run_bench B32-v3 --batch 32 --kernel-version 3
+run_bench B32-v4 --batch 32 --kernel-version 4
+run_bench B8-v3 --batch 8 --kernel-version 3
 run_bench B32-again --batch 32
 # 4. seq with the GPU recurrence as its reference: the host's report, figure for figure
 SEQ=(seq -a family=model_like -a seq_len=2048 -a chunk=64 -a dim=128 -a value_dim=128 -a gating=channel
@@ -82,7 +84,7 @@ try:
 except OSError:
     pass
 print("summary (token-heads/s, FP64, K = V = 128, T = 2048, H = 16):")
-for name in ("B8", "B32", "B32-token", "B32-block2048", "B32-v2", "B8-v2", "B32-again"):
+for name in ("B8", "B32", "B32-token", "B32-block2048", "B32-v2", "B32-v3", "B32-v4", "B8-v3", "B32-again"):
     try:
         r = json.load(open(os.path.join(out, f"bench-recurrence-{name}.json")))["recurrence"]
     except (OSError, ValueError, KeyError):
@@ -91,7 +93,7 @@ for name in ("B8", "B32", "B32-token", "B32-block2048", "B32-v2", "B8-v2", "B32-
     line = (f"  {name:14s} v{r.get('kernel_version', 1)} ours {ours:.3e} ({100 * (r['fraction_of_fp64_peak'] or 0):.1f}% of {r['fp64_peak_tflops']} TFLOP/s), "
             f"identical to the CPU: {r['identical_to_cpu']} ({r['o_values_checked']} o values, {len(r['checked_sequences'])} sequences), "
             f"{r['registers']} registers, {r['spill_bytes']} B local")
-    if name in ("B8", "B32", "B32-v2", "B8-v2") and r["batch"] in peer:
+    if name in ("B8", "B32", "B32-v2", "B32-v3", "B32-v4", "B8-v3") and r["batch"] in peer:
         line += f"; peer {peer[r['batch']]:.3e}, ratio {ours / peer[r['batch']]:.1f}x"
     print(line)
 print("target: >= 1e8 token-heads/s at B = 32, identical_to_cpu true, tests and sanitizers rc=0")
