@@ -5,13 +5,15 @@
 #   .ext/bin/before/chunkinv, .ext/bin/lib/             the build `bench` compares against, and libfmt
 # The tests' compiled-in paths (/work/main/...) are pointed at this copy of the tree.
 #
-#   scripts/gpu-carried.sh [STEPS]    STEPS: a comma list of tests,recurrence,bench (default all three)
+#   scripts/gpu-carried.sh [STEPS]    STEPS: a comma list of tests,recurrence,seq,bench (default all four)
 #     tests       the GPU tests and those of the device pipeline, the recurrence and seq (gtest filter)
 #     recurrence  bench --recurrence of the kernel versions in VERSIONS (default "1 3 4") at B in BATCHES
 #                 (default "32 8"), alternated, twice
+#     seq         seq --pipeline host and device (the recurrence and the chunked forwards on the GPU): their
+#                 wall times, and check --exact between their reports
 #     bench       `bench` of BEFORE and of this build, alternated, ROUNDS times (default 1)
 set -uo pipefail
-steps=",${1:-tests,recurrence,bench},"
+steps=",${1:-tests,recurrence,seq,bench},"
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 mkdir -p build-cuda /work
 for b in chunkinv chunkinv_tests; do xz -dc ".ext/run/$b.xz" > "build-cuda/$b" && chmod +x "build-cuda/$b"; done
@@ -33,6 +35,15 @@ if [[ $steps == *,recurrence,* ]]; then
     echo "recurrence v$v B=$b round $round rc=$? $(grep -E 'median|differ' /tmp/rec.txt | tr '\n' ' ')" | tee -a "$OUT/carried.log"
   done; done; done
   (cd /tmp && tar czf "$OUT/recurrence.tgz" rec-v*.json)
+fi
+if [[ $steps == *,seq,* ]]; then
+  SEQ=(seq -a family=model_like -a seq_len=4096 -a 'chunk=[16,64]' -a dim=128 -a value_dim=128 -a gating=channel
+       -a 'method=[neumann,fla_solve_tril,blockwise]' -a storage=fla_chunk_kda --paths gold,kernel --samples 2 -q)
+  for p in host device; do
+    s0=$(date +%s%N); timeout 200 "$B" "${SEQ[@]}" --pipeline $p -o "/tmp/seq-$p.json"
+    echo "seq --pipeline $p rc=$? $(( ($(date +%s%N) - s0) / 1000000 )) ms" | tee -a "$OUT/carried.log"
+  done
+  "$B" check /tmp/seq-device.json --baseline /tmp/seq-host.json --exact --changes-only 2>&1 | tail -1 | tee -a "$OUT/carried.log"
 fi
 if [[ $steps == *,bench,* ]]; then
   for round in $(seq 1 "${ROUNDS:-1}"); do for w in before now; do

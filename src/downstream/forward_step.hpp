@@ -55,17 +55,37 @@ CHUNKINV_HD inline void each(X& x, size_t n, F&& f) {
   for (size_t i = size_t(x.thread()); i < n; i += size_t(x.threads())) f(i);
 }
 
-// One entry of a product, sum_k a[k] b[k] for a row of the left factor and
-// a column of the right (a row of its transpose): from +0, k ascending, the
-// terms with a[k] == 0 left out.
-CHUNKINV_HD inline double dot(const double* a, const double* b, int n) {
-  double acc = 0.0;
+// Entries (r, e0), ..., (r, e0 + m - 1) of a product, m <= 4, from the left
+// factor's row r (a) and the right factor's columns e0.. (its transpose's
+// rows, at bT, bT + n, ...). Each entry is sum_k a[k] b[k] from +0, k
+// ascending, the terms with a[k] == 0 left out, each term one rounded
+// multiply and one rounded add; four at once are four independent chains
+// (the host's speed), each the same operations as alone.
+CHUNKINV_HD inline void dots4(const double* a, const double* bT, int n, int m, double* out) {
+  const double* b0 = bT;
+  const double* b1 = bT + (m > 1 ? n : 0);
+  const double* b2 = bT + (m > 2 ? 2 * n : 0);
+  const double* b3 = bT + (m > 3 ? 3 * n : 0);
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
   for (int k = 0; k < n; ++k) {
     const double x = a[k];
     if (x == 0.0) continue;
-    acc = acc + x * b[k];
+    s0 = s0 + x * b0[k];
+    s1 = s1 + x * b1[k];
+    s2 = s2 + x * b2[k];
+    s3 = s3 + x * b3[k];
   }
-  return acc;
+  out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
+}
+
+// Elements (r, e0 .. e0 + 3) of a rows x cols stage, a thread each group of four: f(r, e0, m).
+template <class X, class F>
+CHUNKINV_HD inline void each4(X& x, int rows, int cols, F&& f) {
+  const int groups = (cols + 3) / 4;
+  each(x, size_t(rows) * groups, [&](size_t i) {
+    const int r = int(i / groups), e0 = int(i % groups) * 4;
+    f(r, e0, cols - e0 < 4 ? cols - e0 : 4);
+  });
 }
 
 template <class X>
@@ -142,38 +162,54 @@ CHUNKINV_HD inline void step(const Args& a, X& x) {
   });
   x.sync();
   // w = A (beta k e^G), u = A (beta v); the state's share of o
-  each(x, size_t(C) * K, [&](size_t i) {
-    w[i] = stored(acc(dot(A + (i / K) * C, kbT + (i % K) * C, C)), p.w_u);
+  each4(x, C, K, [&](int r, int c0, int m) {
+    double d[4];
+    dots4(A + r * C, kbT + c0 * C, C, m, d);
+    for (int t = 0; t < m; ++t) w[r * K + c0 + t] = stored(acc(d[t]), p.w_u);
   });
-  each(x, size_t(C) * V, [&](size_t i) {
-    const size_t r = i / V, e = i % V;
-    u[i] = stored(acc(dot(A + r * C, vbT + e * C, C)), p.w_u);
-    if (!p.per_token_only) {
-      inter[i] = acc(dot(qg + r * K, hT + e * K, K));
-    } else {  // chunk_gated_delta_rule: (q h) e^G
-      inter[i] = acc(acc(dot(a.q + r * K, hT + e * K, K)) * from[r * W]);
+  each4(x, C, V, [&](int r, int e0, int m) {
+    double d[4], h4[4];
+    dots4(A + r * C, vbT + e0 * C, C, m, d);
+    dots4((p.per_token_only ? a.q : qg) + r * K, hT + e0 * K, K, m, h4);
+    for (int t = 0; t < m; ++t) {
+      const size_t i = size_t(r) * V + e0 + t;
+      u[i] = stored(acc(d[t]), p.w_u);
+      // chunk_gated_delta_rule: (q h) e^G; chunk_kda: (q e^G) h
+      inter[i] = p.per_token_only ? acc(acc(h4[t]) * from[r * W]) : acc(h4[t]);
     }
   });
   x.sync();
   // x = u - w S, as stored; per token its decay to the chunk's end
-  each(x, size_t(C) * V, [&](size_t i) {
-    const size_t j = i / V, e = i % V;
-    const double xv = acc(u[i] - acc(dot(w + j * K, hT + e * K, K)));
-    xsT[e * C + j] = stored(xv, p.v_new);
-    if (p.per_token_only) xdT[e * C + j] = stored(acc(xv * to_end[j * W]), p.update);
+  each4(x, C, V, [&](int j, int e0, int m) {
+    double d[4];
+    dots4(w + j * K, hT + e0 * K, K, m, d);
+    for (int t = 0; t < m; ++t) {
+      const int e = e0 + t;
+      const double xv = acc(u[j * V + e] - acc(d[t]));
+      xsT[e * C + j] = stored(xv, p.v_new);
+      if (p.per_token_only) xdT[e * C + j] = stored(acc(xv * to_end[j * W]), p.update);
+    }
   });
   x.sync();
   // o = scale (q e^G) S + (qk) x; S_C = diag(e^G_C) S + (k e^(G_C - G_j))^T x
-  each(x, size_t(C) * V, [&](size_t i) {
-    const size_t r = i / V, e = i % V;
-    const double intra = acc(dot(qk + r * C, xsT + e * C, C));
-    const double s = acc(a.scale * inter[i]), t = p.per_token_only ? acc(a.scale * intra) : intra;
-    a.o[i] = stored(acc(s + t), p.output);
+  each4(x, C, V, [&](int r, int e0, int m) {
+    double d[4];
+    dots4(qk + r * C, xsT + e0 * C, C, m, d);
+    for (int t = 0; t < m; ++t) {
+      const size_t i = size_t(r) * V + e0 + t;
+      const double intra = acc(d[t]);
+      const double s = acc(a.scale * inter[i]), s2 = p.per_token_only ? acc(a.scale * intra) : intra;
+      a.o[i] = stored(acc(s + s2), p.output);
+    }
   });
-  each(x, size_t(K) * V, [&](size_t i) {
-    const size_t c = i / V, e = i % V;
-    const double upd = p.per_token_only ? acc(dot(kT + c * C, xdT + e * C, C)) : acc(dot(kg + c * C, xsT + e * C, C));
-    a.state[i] = stored(acc(acc(a.state[i] * from[(C - 1) * W + col(int(c))]) + upd), p.state);
+  each4(x, K, V, [&](int c, int e0, int m) {
+    double d[4];
+    if (p.per_token_only) dots4(kT + c * C, xdT + e0 * C, C, m, d);
+    else dots4(kg + c * C, xsT + e0 * C, C, m, d);
+    for (int t = 0; t < m; ++t) {
+      const size_t i = size_t(c) * V + e0 + t;
+      a.state[i] = stored(acc(acc(a.state[i] * from[(C - 1) * W + col(c)]) + acc(d[t])), p.state);
+    }
   });
   x.sync();
 }

@@ -60,7 +60,7 @@ std::vector<Case> cases() {
   return {{"model_like", "channel", "fla_chunk_kda", 16, 32, 24, 64},
           {"model_like", "token", "fla_chunk_gdn", 16, 16, 40, 48},
           {"sparse_forget", "channel", "flashkda", 32, 16, 16, 96},
-          {"model_like", "token", "fp64", 8, 16, 8, 32}};
+          {"model_like", "token", "fp64", 8, 16, 13, 32}};  // V not a multiple of 4: a short group
 }
 
 size_t differing(const double* a, const double* b, size_t n) {
