@@ -98,7 +98,7 @@ void ChunkedForward::advance(int n, const Mat& inverse, Mat& o) {
   const int C = chunk_, K = s_.key_dim, V = s_.value_dim, W = s_.gate_width();
   const size_t t0 = size_t(n) * C;
   o.resize(C, V);
-  work_.resize(forward_step::work_doubles(C, K, V, W));
+  work_.v.resize(forward_step::work_doubles(C, K, V, W));
   forward_step::Args a;
   a.q = &s_.q[t0 * K];
   a.k = &s_.k[t0 * K];
@@ -108,7 +108,7 @@ void ChunkedForward::advance(int n, const Mat& inverse, Mat& o) {
   a.inverse = inverse.data();
   a.state = state_.data();
   a.o = o.data();
-  a.work = work_.data();
+  a.work = work_.v.data();
   a.C = C;
   a.K = K;
   a.V = V;

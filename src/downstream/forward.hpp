@@ -51,6 +51,15 @@ class Recurrence {
   std::vector<double> decay_, dots_;
 };
 
+// Work space that a copy does not carry: a checkpoint of a forward copies
+// its state, not its scratch.
+struct Scratch {
+  std::vector<double> v;
+  Scratch() = default;
+  Scratch(const Scratch&) {}
+  Scratch& operator=(const Scratch&) { return *this; }
+};
+
 class ChunkedForward {
  public:
   ChunkedForward(const Sequence& s, int chunk, const StoragePreset& preset, double scale);
@@ -66,7 +75,7 @@ class ChunkedForward {
   const StoragePreset& p_;
   double scale_;
   Mat state_;
-  std::vector<double> work_;  // the step's intermediates (downstream/forward_step.hpp)
+  Scratch work_;  // the step's intermediates (downstream/forward_step.hpp)
 };
 
 // Whole-sequence forms (tests, small runs): o (T x V), the state after
