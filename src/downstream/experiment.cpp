@@ -20,7 +20,6 @@
 #include "gpu/recurrence.hpp"
 #include "metrics/stats.hpp"
 #include "paths/gold/gold.hpp"
-#include "driver/runner.hpp"
 
 namespace chunkinv {
 namespace {
@@ -223,7 +222,7 @@ std::vector<std::vector<double>> run_one(const Sequence& s, const SeqConfig& cfg
   std::vector<Mat> states(nv);
   if (device) {
     std::vector<Stores> stores;
-    for (const StoragePreset* p : presets) stores.push_back(stores_of(*p));
+    for (const StoragePreset* p : presets) stores.push_back(*p);  // its rounding points
     on_gpu = std::make_unique<gpu::DeviceChunkedForward>(C, K, V, W, scale, stores, s.h0.empty() ? nullptr : s.h0.data());
     gpu_o.resize(nv * C * V);
     gpu_states.resize(nv * K * V);

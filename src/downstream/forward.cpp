@@ -114,7 +114,7 @@ void ChunkedForward::advance(int n, const Mat& inverse, Mat& o) {
   a.V = V;
   a.W = W;
   a.scale = scale_;
-  a.p = stores_of(p_);
+  a.p = p_;  // the preset's rounding points
   SerialContext x;
   forward_step::step(a, x);
 }

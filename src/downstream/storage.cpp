@@ -22,23 +22,23 @@ namespace {
 
 constexpr Store F64 = Store::kFp64, F32 = Store::kFp32, B16 = Store::kBf16;
 
-//                          gates acc  A    opnd w,u  h    v_new upd  qk   state o    ht
+//     gates acc  A    opnd w,u  h    v_new upd  qk   state o    ht   per-token only
 const StoragePreset kPresets[] = {
-    {"fp64", "no rounding: the FP64 chunked forward", F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64},
-    {"fla_chunk_kda",
+    {{F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64}, "fp64", "no rounding: the FP64 chunked forward"},
+    {{F32, F32, B16, B16, B16, B16, B16, B16, B16, F32, B16, F32},
+     "fla_chunk_kda",
      "fla chunk_kda (ops/kda/chunk_fwd.py, chunk_intra.py, wy_fast.py, ops/common/chunk_delta_h.py, "
      "ops/gla/chunk.py): BF16 keys, values and queries; G in FP32; A, w, u, kg, qg, v_new, h, Aqk and o in BF16; "
-     "the state accumulated in FP32; ht in FP32",
-     F32, F32, B16, B16, B16, B16, B16, B16, B16, F32, B16, F32},
-    {"fla_chunk_gdn",
+     "the state accumulated in FP32; ht in FP32"},
+    {{F32, F32, B16, B16, B16, B16, B16, B16, B16, F32, B16, F32, true},
+     "fla_chunk_gdn",
      "fla chunk_gated_delta_rule (ops/gated_delta_rule/chunk.py, chunk_fwd.py, wy_fast.py, "
      "ops/common/chunk_delta_h.py, chunk_o.py): as chunk_kda, but the decay to the chunk's end multiplies v_new "
-     "in FP32 before its BF16 rounding and the query's decay multiplies q h in FP32; per-token gates only",
-     F32, F32, B16, B16, B16, B16, B16, B16, B16, F32, B16, F32, true},
-    {"flashkda",
+     "in FP32 before its BF16 rounding and the query's decay multiplies q h in FP32; per-token gates only"},
+    {{F32, F32, B16, B16, B16, B16, B16, B16, B16, B16, B16, B16},
+     "flashkda",
      "FlashKDA (csrc/smxx, its design notes): as fla_chunk_kda, but the state carried from chunk to chunk "
-     "in BF16 and ht in BF16",
-     F32, F32, B16, B16, B16, B16, B16, B16, B16, B16, B16, B16},
+     "in BF16 and ht in BF16"},
 };
 
 }  // namespace

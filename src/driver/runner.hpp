@@ -129,14 +129,14 @@ class Backend {
 };
 
 // The host back-end: every stage in its host form (the reference), sample by
-// sample in batches over a thread pool. It takes every group.
+// sample in batches over a thread pool. It takes every group of chunks.
 class Runner final : public Backend {
  public:
   // Creates one instance of every path (GPU paths keep their buffers).
   Runner(std::vector<PathChoice> paths, const RunnerOptions& options);
   // Groups the points and resolves which path runs which method.
   Plan plan(const std::vector<Point>& points) const;
-  bool takes(const Group&, const StatsOptions&, std::string*) const override { return true; }
+  bool takes(const Group& group, const StatsOptions&, std::string*) const override { return !group.sequence; }
   // Runs samples `range` of `group`; UsageError when a data-backed family
   // holds fewer samples.
   void run(const Group& group, uint64_t seed, SampleRange range, Sink& sink) override;

@@ -41,6 +41,14 @@ class DeviceBuffer {
   size_t cap_ = 0;
 };
 
+// n values of host memory into b (grown to hold them), synchronously; b's device pointer.
+template <class T>
+T* upload(DeviceBuffer<T>& b, const T* host, size_t n) {
+  T* p = b.get(n);
+  CUDA_CHECK(cudaMemcpy(p, host, n * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
+}
+
 template <class T>
 class PinnedBuffer {
  public:

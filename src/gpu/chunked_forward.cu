@@ -14,6 +14,7 @@ namespace chunkinv::gpu {
 namespace {
 
 using detail::DeviceBuffer;
+using detail::upload;
 
 constexpr int kThreads = 256;
 
@@ -54,9 +55,6 @@ __global__ void __launch_bounds__(kThreads) chunk_step_kernel(const __grid_const
   forward_step::step(a, x);
 }
 
-void upload(DeviceBuffer<double>& b, const double* host, size_t n) {
-  CUDA_CHECK(cudaMemcpy(b.get(n), host, n * sizeof(double), cudaMemcpyHostToDevice));
-}
 
 }  // namespace
 
@@ -79,8 +77,7 @@ DeviceChunkedForward::DeviceChunkedForward(int chunk, int key_dim, int value_dim
   for (int var = 0; var < m.n; ++var)
     for (size_t i = 0; h0 && i < kv; ++i) start[var * kv + i] = stored(h0[i], stores[var].state);
   upload(m.states, start.data(), start.size());
-  CUDA_CHECK(cudaMemcpy(m.stores.get(stores.size()), stores.data(), stores.size() * sizeof(Stores),
-                        cudaMemcpyHostToDevice));
+  upload(m.stores, stores.data(), stores.size());
   m.work.get(size_t(m.n) * forward_step::work_doubles(m.C, m.K, m.V, m.W));
 }
 

@@ -11,6 +11,7 @@ namespace chunkinv::gpu::testing {
 namespace {
 
 using detail::DeviceBuffer;
+using detail::upload;
 
 // The A (16x16 row-major) and B (16x8, k x n) fragments of lane (g, t) of an
 // m16n8k16 mma, read straight from global memory (PTX ISA layout).
@@ -85,13 +86,6 @@ __global__ void elementwise_kernel(Op op, const void* x, const void* y, void* ou
     case Op::kMulF16: oh[i] = ptx::mul_rn_f16(xh[i], yh[i]); break;
     case Op::kAddF16: oh[i] = ptx::add_rn_f16(xh[i], yh[i]); break;
   }
-}
-
-template <class T>
-T* upload(DeviceBuffer<T>& buf, const T* host, size_t n) {
-  T* p = buf.get(n);
-  CUDA_CHECK(cudaMemcpy(p, host, n * sizeof(T), cudaMemcpyHostToDevice));
-  return p;
 }
 
 void elementwise(Op op, const void* x, size_t xsize, const void* y, void* out, size_t osize, uint16_t* out2,

@@ -49,6 +49,7 @@ namespace chunkinv::gpu {
 namespace {
 
 using detail::DeviceBuffer;
+using detail::upload;
 
 using namespace recurrence;
 
@@ -152,9 +153,6 @@ void require(int K, int V) {
   if (const std::string why = unavailable_reason(); !why.empty()) throw UsageError("the GPU recurrence: no CUDA GPU: " + why);
 }
 
-void upload(DeviceBuffer<double>& b, const double* host, size_t n) {
-  CUDA_CHECK(cudaMemcpy(b.get(n), host, n * sizeof(double), cudaMemcpyHostToDevice));
-}
 
 }  // namespace
 

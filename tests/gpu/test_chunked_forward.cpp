@@ -20,6 +20,7 @@
 #include "downstream/storage.hpp"
 #include "gpu/chunked_forward.hpp"
 #include "gpu_test_common.hpp"
+#include "support/sequences.hpp"
 #include "paths/gold/gold.hpp"
 
 namespace chunkinv {
@@ -33,16 +34,8 @@ struct Case {
 };
 
 Sequence sequence_of(const Case& c, uint64_t i) {
-  SeqConfig cfg;
-  cfg.family = c.family;
-  cfg.seq_len = c.T;
-  cfg.chunk = c.C;
-  cfg.dim = c.K;
-  cfg.value_dim = c.V;
-  cfg.params["gating"] = c.gating;
+  SeqConfig cfg = testing::config(c.family, c.T, c.C, c.K, c.V, {{"gating", c.gating}});
   cfg.initial_state = "random";
-  complete(cfg);
-  find_source(cfg.family).validate(cfg);
   return find_source(cfg.family).make(cfg, 5, i);
 }
 
@@ -98,7 +91,7 @@ TEST(ChunkedForwardStep, ManyThreadsEqualOne) {
       const size_t t0 = size_t(n) * c.C;
       a.q = &s.q[t0 * c.K], a.k = &s.k[t0 * c.K], a.v = &s.v[t0 * c.V], a.g = &s.g[t0 * W], a.beta = &s.beta[t0];
       a.inverse = inverse.data(), a.state = state.data(), a.o = o.data(), a.work = work.data();
-      a.C = c.C, a.K = c.K, a.V = c.V, a.W = W, a.scale = scale, a.p = stores_of(preset);
+      a.C = c.C, a.K = c.K, a.V = c.V, a.W = W, a.scale = scale, a.p = preset;
       constexpr int kThreads = 37;  // not a divisor of any stage's size
       std::barrier<> all(kThreads);
       std::vector<std::thread> pool;
@@ -127,7 +120,7 @@ TEST(GpuChunkedForward, EqualsTheCpuForwardBitForBit) {
     cpu.reserve(nv);
     for (int v = 0; v < nv; ++v) {
       const StoragePreset& p = v % 2 ? fp64_storage() : preset;
-      stores.push_back(stores_of(p));
+      stores.push_back(p);
       cpu.emplace_back(s, c.C, p, scale);
     }
     gpu::DeviceChunkedForward dev(c.C, c.K, c.V, W, scale, stores, s.h0.data());
@@ -156,7 +149,7 @@ TEST(GpuChunkedForward, EqualsTheCpuForwardBitForBit) {
 TEST(GpuChunkedForward, RefusesWithoutAGpu) {
   if (gpu::unavailable_reason().empty()) GTEST_SKIP() << "a GPU is here: the refusal is not reachable";
   try {
-    gpu::DeviceChunkedForward dev(16, 16, 16, 1, 0.25, {stores_of(fp64_storage())}, nullptr);
+    gpu::DeviceChunkedForward dev(16, 16, 16, 1, 0.25, {fp64_storage()}, nullptr);
     FAIL() << "no refusal";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("the GPU chunked forward"), std::string::npos) << e.what();

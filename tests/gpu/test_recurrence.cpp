@@ -150,6 +150,18 @@ struct HostContext {
   }
 };
 
+// The body of kernel version `version` at K = 16 NI, as the device's launch picks it.
+template <int NI>
+void host_block(int version, const gpu::recurrence::Args& a, HostContext& x) {
+  using namespace gpu::recurrence;
+  switch (version) {
+    case 2: return recurrence_block_v2<NI>(a, x);
+    case 3: return recurrence_block_v3<NI>(a, x);
+    case 4: return recurrence_block_v4<NI>(a, x);
+    default: return recurrence_block<NI>(a, x);
+  }
+}
+
 // gpu/recurrence.cu's launch() on the host: the decays, then every block of the grid.
 void emulated_launch(int K, const gpu::recurrence::Args& a, const double* g, int n, int version) {
   using namespace gpu::recurrence;
@@ -163,34 +175,11 @@ void emulated_launch(int K, const gpu::recurrence::Args& a, const double* g, int
       for (int tid = 0; tid < block.threads; ++tid)
         threads.emplace_back([&, tid] {
           HostContext x{&block, tid};
-          if (version == 2) {
-            switch (K) {
-              case 16: recurrence_block_v2<1>(a, x); break;
-              case 32: recurrence_block_v2<2>(a, x); break;
-              case 64: recurrence_block_v2<4>(a, x); break;
-              default: recurrence_block_v2<8>(a, x); break;
-            }
-          } else if (version == 3) {
-            switch (K) {
-              case 16: recurrence_block_v3<1>(a, x); break;
-              case 32: recurrence_block_v3<2>(a, x); break;
-              case 64: recurrence_block_v3<4>(a, x); break;
-              default: recurrence_block_v3<8>(a, x); break;
-            }
-          } else if (version == 4) {
-            switch (K) {
-              case 16: recurrence_block_v4<1>(a, x); break;
-              case 32: recurrence_block_v4<2>(a, x); break;
-              case 64: recurrence_block_v4<4>(a, x); break;
-              default: recurrence_block_v4<8>(a, x); break;
-            }
-          } else {
-            switch (K) {
-              case 16: recurrence_block<1>(a, x); break;
-              case 32: recurrence_block<2>(a, x); break;
-              case 64: recurrence_block<4>(a, x); break;
-              default: recurrence_block<8>(a, x); break;
-            }
+          switch (K) {
+            case 16: host_block<1>(version, a, x); break;
+            case 32: host_block<2>(version, a, x); break;
+            case 64: host_block<4>(version, a, x); break;
+            default: host_block<8>(version, a, x); break;
           }
         });
       for (std::thread& t : threads) t.join();
