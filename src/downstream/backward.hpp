@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/matrix.hpp"
+#include "downstream/backward_step.hpp"
 #include "downstream/sequence.hpp"
 #include "downstream/storage.hpp"
 
@@ -71,6 +72,12 @@ struct BackwardPreset {
   Store gate_gradient;       // dg as returned
   Store initial_state_gradient;  // dh0 as returned
 };
+
+// Its rounding points alone (what the backward step reads, on host and device).
+inline backward_step::BackwardStores backward_stores_of(const BackwardPreset& b) {
+  return {b.accumulate, b.inverse, b.grad_operands, b.dl_operand, b.grad_state_operand,
+          b.grad_state, b.gradients, b.gate_gradient, b.initial_state_gradient};
+}
 
 std::vector<std::string> backward_storage_names();
 // The backward preset of forward storage preset `storage` (the same name);
@@ -120,6 +127,7 @@ class ChunkedBackward {
   const Upstream& up_;
   double scale_;
   Mat ds_;
+  std::vector<double> work_;  // the step's intermediates (downstream/backward_step.hpp)
 };
 
 // The whole chunked backward (tests, small runs): the chunked forward with
