@@ -224,7 +224,7 @@ struct SerialContext {
 void ChunkedBackward::step(int n, const Mat& A, const Mat& state_in, Gradients& out, int first_row) {
   const int C = chunk_, K = s_.key_dim, V = s_.value_dim, W = s_.gate_width();
   const size_t t0 = size_t(n) * C, row = t0 - size_t(first_row);
-  work_.resize(backward_step::work_doubles(C, K, V, W));
+  work_.v.resize(backward_step::work_doubles(C, K, V, W));
   backward_step::Args a;
   a.q = &s_.q[t0 * K];
   a.k = &s_.k[t0 * K];
@@ -240,7 +240,7 @@ void ChunkedBackward::step(int n, const Mat& A, const Mat& state_in, Gradients& 
   a.dv = &out.dv(Eigen::Index(row), 0);
   a.dg = &out.dg(Eigen::Index(row), 0);
   a.dbeta = &out.dbeta(Eigen::Index(row), 0);
-  a.work = work_.data();
+  a.work = work_.v.data();
   a.C = C;
   a.K = K;
   a.V = V;

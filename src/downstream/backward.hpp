@@ -28,6 +28,7 @@
 
 #include "core/matrix.hpp"
 #include "downstream/backward_step.hpp"
+#include "downstream/forward.hpp"
 #include "downstream/sequence.hpp"
 #include "downstream/storage.hpp"
 
@@ -127,7 +128,7 @@ class ChunkedBackward {
   const Upstream& up_;
   double scale_;
   Mat ds_;
-  std::vector<double> work_;  // the step's intermediates (downstream/backward_step.hpp)
+  Scratch work_;  // the step's intermediates (downstream/backward_step.hpp)
 };
 
 // The whole chunked backward (tests, small runs): the chunked forward with

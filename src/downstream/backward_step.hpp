@@ -90,6 +90,22 @@ CHUNKINV_HD inline void gather4(int n, int m, FA&& a, FB&& brow, double* out) {
   out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
 }
 
+// The same where the right factor's four entries of row k are b(k, 0..m-1) (any layout).
+template <class FA, class FB>
+CHUNKINV_HD inline void gather4f(int n, int m, FA&& a, FB&& b, double* out) {
+  const int o1 = m > 1 ? 1 : 0, o2 = m > 2 ? 2 : 0, o3 = m > 3 ? 3 : 0;
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  for (int k = 0; k < n; ++k) {
+    const double x = a(k);
+    if (x == 0.0) continue;
+    s0 = s0 + x * b(k, 0);
+    s1 = s1 + x * b(k, o1);
+    s2 = s2 + x * b(k, o2);
+    s3 = s3 + x * b(k, o3);
+  }
+  out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
+}
+
 // Elements (r, e0 .. e0 + 3) of a rows x cols stage, a thread each group of four: f(r, e0, m).
 template <class X, class F>
 CHUNKINV_HD inline void each4(X& x, int rows, int cols, F&& f) {
@@ -156,9 +172,10 @@ CHUNKINV_HD inline void step(const Args& a, X& x) {
   const auto decay = [&](int ra, int rb, int c) {
     return stored(detmath::hd::exp(stored(G[ra * W + c] - G[rb * W + c], p.gates)), p.gates);
   };
-  each(x, size_t(C) * C * W, [&](size_t i) {
-    const int r = int(i / (size_t(C) * W)), j = int(i / W % C), c = int(i % W);
-    if (j <= r) E[i] = decay(r, j, c);
+  each(x, size_t(C) * C, [&](size_t ij) {  // a thread a pair, its channels in turn
+    const int r = int(ij / C), j = int(ij % C);
+    if (j <= r)
+      for (int c = 0; c < W; ++c) E[ij * W + c] = decay(r, j, c);
   });
   each(x, size_t(C) * W, [&](size_t i) {
     from[i] = stored(detmath::hd::exp(G[i]), p.gates);
@@ -212,14 +229,16 @@ CHUNKINV_HD inline void step(const Args& a, X& x) {
       dx[j * V + e0 + t] = stored(acc(stored(acc(local[t]), b.grad_operands) + kd), b.grad_operands);
     }
   });
-  each(x, size_t(C) * C, [&](size_t ij) {  // dP = do x^T
-    const int i = int(ij / C), j = int(ij % C);
-    dP[ij] = acc(gather(V, [&](int e) { return Do(i, e); }, [&](int e) { return xs[j * V + e]; }));
+  each4(x, C, C, [&](int i, int j0, int m) {  // dP = do x^T
+    double d[4];
+    gather4f(V, m, [&](int e) { return Do(i, e); }, [&](int e, int t) { return xs[(j0 + t) * V + e]; }, d);
+    for (int t = 0; t < m; ++t) dP[i * C + j0 + t] = acc(d[t]);
   });
-  each(x, size_t(C) * K, [&](size_t i) {  // do h^T, x dS^T
-    const int r = int(i / K), c = int(i % K);
-    doh[i] = acc(gather(V, [&](int e) { return Do(r, e); }, [&](int e) { return h[c * V + e]; }));
-    xds[i] = acc(gather(V, [&](int e) { return xs[r * V + e]; }, [&](int e) { return dsh[c * V + e]; }));
+  each4(x, C, K, [&](int r, int c0, int m) {  // do h^T, x dS^T
+    double d[4], f[4];
+    gather4f(V, m, [&](int e) { return Do(r, e); }, [&](int e, int t) { return h[(c0 + t) * V + e]; }, d);
+    gather4f(V, m, [&](int e) { return xs[r * V + e]; }, [&](int e, int t) { return dsh[(c0 + t) * V + e]; }, f);
+    for (int t = 0; t < m; ++t) doh[r * K + c0 + t] = acc(d[t]), xds[r * K + c0 + t] = acc(f[t]);
   });
   each(x, size_t(K), [&](size_t c) {  // diag(e^G_C) S0's share of dG_C
     double last = 0.0;
@@ -237,10 +256,10 @@ CHUNKINV_HD inline void step(const Args& a, X& x) {
                        b.grad_state);
     }
   });
-  each(x, size_t(C) * K, [&](size_t i) {  // dw = -dx S0^T
-    const int j = int(i / K), c = int(i % K);
-    dw[i] = stored(acc(gather(V, [&](int e) { return dx[j * V + e]; }, [&](int e) { return h[c * V + e]; })),
-                   b.grad_operands) * -1.0;
+  each4(x, C, K, [&](int j, int c0, int m) {  // dw = -dx S0^T
+    double d[4];
+    gather4f(V, m, [&](int e) { return dx[j * V + e]; }, [&](int e, int t) { return h[(c0 + t) * V + e]; }, d);
+    for (int t = 0; t < m; ++t) dw[j * K + c0 + t] = stored(acc(d[t]), b.grad_operands) * -1.0;
   });
   each4(x, C, V, [&](int j, int e0, int m) {  // dvb = A^T du, du = dx
     double d[4];
@@ -253,72 +272,90 @@ CHUNKINV_HD inline void step(const Args& a, X& x) {
     gather4(C, m, [&](int k) { return Am(k, j); }, [&](int k) { return dw + k * K + c0; }, d);
     for (int t = 0; t < m; ++t) dkb[j * K + c0 + t] = acc(d[t]);
   });
-  each(x, size_t(C) * C, [&](size_t ij) {  // dA = dw kb^T + du vb^T, strictly lower
-    const int i = int(ij / C), j = int(ij % C);
-    if (j >= i) {
-      dA[ij] = 0.0;
-      return;
+  each4(x, C, C, [&](int i, int j0, int m) {  // dA = dw kb^T + du vb^T, strictly lower
+    double d1[4], d2[4];
+    const int n = i - j0 < m ? (i - j0 > 0 ? i - j0 : 0) : m;  // entries j0 .. j0 + n - 1 lie below the diagonal
+    if (n > 0) {
+      gather4f(K, n, [&](int c) { return dw[i * K + c]; }, [&](int c, int t) { return kb[(j0 + t) * K + c]; }, d1);
+      gather4f(V, n, [&](int e) { return dx[i * V + e]; }, [&](int e, int t) { return vb[(j0 + t) * V + e]; }, d2);
     }
-    const double d1 = acc(gather(K, [&](int c) { return dw[i * K + c]; }, [&](int c) { return kb[j * K + c]; }));
-    const double d2 = acc(gather(V, [&](int e) { return dx[i * V + e]; }, [&](int e) { return vb[j * V + e]; }));
-    dA[ij] = stored(acc(d1 + d2), b.grad_operands);
+    for (int t = 0; t < m; ++t) dA[i * C + j0 + t] = t < n ? stored(acc(acc(d1[t]) + acc(d2[t])), b.grad_operands) : 0.0;
   });
   x.sync();
-  each(x, size_t(C) * C, [&](size_t ij) {  // dA A^T
-    const int i = int(ij / C), j = int(ij % C);
-    dAA[ij] = stored(acc(gather(C, [&](int k) { return dA[i * C + k]; }, [&](int k) { return Am(j, k); })),
-                     b.grad_operands);
+  each4(x, C, C, [&](int i, int j0, int m) {  // dA A^T
+    double d[4];
+    gather4f(C, m, [&](int k) { return dA[i * C + k]; }, [&](int k, int t) { return Am(j0 + t, k); }, d);
+    for (int t = 0; t < m; ++t) dAA[i * C + j0 + t] = stored(acc(d[t]), b.grad_operands);
   });
   x.sync();
-  each(x, size_t(C) * C, [&](size_t ij) {  // dL = -A^T (dA A^T); the pair's l and score gradient
-    const int i = int(ij / C), j = int(ij % C);
-    dL[ij] = acc(gather(C, [&](int k) { return Am(k, i); }, [&](int k) { return dAA[k * C + j]; })) * -1.0;
-    sp[ij] = a.scale * dP[ij];
-    l[ij] = j < i ? stored(W == 1 ? acc(dL[ij] * Ee(i, j, 0)) : dL[ij], b.dl_operand) : 0.0;
+  each4(x, C, C, [&](int i, int j0, int m) {  // dL = -A^T (dA A^T); the pair's l and score gradient
+    double d[4];
+    gather4(C, m, [&](int k) { return Am(k, i); }, [&](int k) { return dAA + k * C + j0; }, d);
+    for (int t = 0; t < m; ++t) {
+      const int j = j0 + t, ij = i * C + j;
+      dL[ij] = acc(d[t]) * -1.0;
+      sp[ij] = a.scale * dP[ij];
+      l[ij] = j < i ? stored(W == 1 ? acc(dL[ij] * Ee(i, j, 0)) : dL[ij], b.dl_operand) : 0.0;
+    }
   });
   x.sync();
 
   // ---- The gradients, gathered per element in the scatter's order.
   const auto skipped = [&](int i, int j) { return l[i * C + j] == 0.0 && sp[i * C + j] == 0.0; };
   const auto le = [&](int i, int j, int c) { return W == 1 ? l[i * C + j] : l[i * C + j] * Ee(i, j, col(c)); };
-  each(x, size_t(C) * K, [&](size_t idx) {
-    const int r = int(idx / K), c = int(idx % K);
-    const double d1 = acc(acc(doh[idx] * from[r * W + col(c)]) * a.scale);
-    double dq = 0.0 + d1, dGv = 0.0 + d1 * Q(r, c);
-    double dk = 0.0 + xds[idx] * to_end[r * W + col(c)];
-    const double t_own = xds[idx] * (p.per_token_only ? Kk(r, c) * to_end[r * W] : kg[idx]);
-    dGv = dGv - t_own;
-    if (r == C - 1) {  // + diag(e^G_C) S0's share and every token's update share, in token order
-      double last = lastbase[c];
-      for (int j = 0; j < C; ++j) last = last + xds[j * K + c] * (p.per_token_only ? Kk(j, c) * to_end[j * W] : kg[j * K + c]);
-      dGv = dGv + last;
+  // Four channels of a row a thread: each channel's sums in their own order, the pairs' loads shared.
+  each4(x, C, K, [&](int r, int c0, int m) {
+    double dq[4], dk[4], dGv[4];
+    for (int t = 0; t < m; ++t) {
+      const int c = c0 + t, idx = r * K + c;
+      const double d1 = acc(acc(doh[idx] * from[r * W + col(c)]) * a.scale);
+      dq[t] = 0.0 + d1;
+      dGv[t] = 0.0 + d1 * Q(r, c);
+      dk[t] = 0.0 + xds[idx] * to_end[r * W + col(c)];
+      const double t_own = xds[idx] * (p.per_token_only ? Kk(r, c) * to_end[r * W] : kg[idx]);
+      dGv[t] = dGv[t] - t_own;
+      if (r == C - 1) {  // + diag(e^G_C) S0's share and every token's update share, in token order
+        double last = lastbase[c];
+        for (int j = 0; j < C; ++j)
+          last = last + xds[j * K + c] * (p.per_token_only ? Kk(j, c) * to_end[j * W] : kg[j * K + c]);
+        dGv[t] = dGv[t] + last;
+      }
+      dk[t] = dk[t] + dkb[idx] * a.beta[r] * from[r * W + col(c)];
+      dGv[t] = dGv[t] + dkb[idx] * kb[idx];
     }
-    dk = dk + dkb[idx] * a.beta[r] * from[r * W + col(c)];
-    dGv = dGv + dkb[idx] * kb[idx];
-    const auto dgt = [&](int i, int j) {
+    const auto dgt = [&](int i, int j, int c) {
       const double e = Ee(i, j, col(c)), kk = Kk(i, c) * Kk(j, c);
       return le(i, j, c) * a.beta[i] * kk + sp[i * C + j] * Q(i, c) * Kk(j, c) * e;
     };
     for (int j = 0; j <= r; ++j) {  // pairs (r, j): r as i
       if (skipped(r, j)) continue;
-      const double e = Ee(r, j, col(c));
-      dk = dk + le(r, j, c) * a.beta[r] * Kk(j, c);
-      dq = dq + sp[r * C + j] * Kk(j, c) * e;
-      dGv = dGv + dgt(r, j);
-      if (j == r) {  // pair (r, r): r as j too
-        dk = dk + (le(r, r, c) * a.beta[r] * Kk(r, c) + sp[r * C + r] * Q(r, c) * e);
-        dGv = dGv - dgt(r, r);
+      for (int t = 0; t < m; ++t) {
+        const int c = c0 + t;
+        const double e = Ee(r, j, col(c));
+        dk[t] = dk[t] + le(r, j, c) * a.beta[r] * Kk(j, c);
+        dq[t] = dq[t] + sp[r * C + j] * Kk(j, c) * e;
+        dGv[t] = dGv[t] + dgt(r, j, c);
+        if (j == r) {  // pair (r, r): r as j too
+          dk[t] = dk[t] + (le(r, r, c) * a.beta[r] * Kk(r, c) + sp[r * C + r] * Q(r, c) * e);
+          dGv[t] = dGv[t] - dgt(r, r, c);
+        }
       }
     }
     for (int i = r + 1; i < C; ++i) {  // pairs (i, r): r as j
       if (skipped(i, r)) continue;
-      const double e = Ee(i, r, col(c));
-      dk = dk + (le(i, r, c) * a.beta[i] * Kk(i, c) + sp[i * C + r] * Q(i, c) * e);
-      dGv = dGv - dgt(i, r);
+      for (int t = 0; t < m; ++t) {
+        const int c = c0 + t;
+        const double e = Ee(i, r, col(c));
+        dk[t] = dk[t] + (le(i, r, c) * a.beta[i] * Kk(i, c) + sp[i * C + r] * Q(i, c) * e);
+        dGv[t] = dGv[t] - dgt(i, r, c);
+      }
     }
-    dG[idx] = dGv;
-    a.dq[idx] = stored(acc(dq), b.gradients);
-    a.dk[idx] = stored(acc(dk), b.gradients);
+    for (int t = 0; t < m; ++t) {
+      const int idx = r * K + c0 + t;
+      dG[idx] = dGv[t];
+      a.dq[idx] = stored(acc(dq[t]), b.gradients);
+      a.dk[idx] = stored(acc(dk[t]), b.gradients);
+    }
   });
   each(x, size_t(C), [&](size_t rr) {
     const int r = int(rr);
