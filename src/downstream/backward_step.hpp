@@ -57,6 +57,17 @@ template <class X, class F>
 CHUNKINV_HD inline void each(X& x, size_t n, F&& f) {
   for (size_t i = size_t(x.thread()); i < n; i += size_t(x.threads())) f(i);
 }
+// The elements (r, c) of a rows x cols stage, f(r, c, r cols + c): one thread takes them in row order
+// without a division, several as each() deals them.
+template <class X, class F>
+CHUNKINV_HD inline void each2(X& x, int rows, int cols, F&& f) {
+  if (x.threads() == 1) {
+    for (int r = 0, i = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c, ++i) f(r, c, i);
+    return;
+  }
+  each(x, size_t(rows) * cols, [&](size_t i) { f(int(i / cols), int(i % cols), int(i)); });
+}
 
 // sum_k a(k) b(k) from +0, k ascending, terms with a(k) == 0 left out.
 template <class FA, class FB>
@@ -164,7 +175,7 @@ CHUNKINV_HD inline void step(const Args& a, X& x) {
     double sum = 0.0;
     for (int i = 0; i < C; ++i) G[i * W + c] = sum = stored(sum + a.g[i * W + c], p.gates);
   });
-  each(x, size_t(K) * V, [&](size_t i) {
+  each2(x, K, V, [&](int, int, int i) {
     h[i] = stored(a.state_in[i], p.state_operand);
     dsh[i] = stored(a.ds[i], b.grad_state_operand);
   });
@@ -177,18 +188,17 @@ CHUNKINV_HD inline void step(const Args& a, X& x) {
     if (j <= r)
       for (int c = 0; c < W; ++c) E[ij * W + c] = decay(r, j, c);
   });
-  each(x, size_t(C) * W, [&](size_t i) {
+  each2(x, C, W, [&](int r, int c, int i) {
     from[i] = stored(detmath::hd::exp(G[i]), p.gates);
-    to_end[i] = decay(C - 1, int(i / W), int(i % W));
+    to_end[i] = decay(C - 1, r, c);
   });
   x.sync();
-  each(x, size_t(C) * K, [&](size_t i) {
-    const int j = int(i / K), c = int(i % K);
+  each2(x, C, K, [&](int j, int c, int i) {
     kb[i] = stored(acc(acc(a.beta[j] * a.k[i]) * from[j * W + col(c)]), p.operands);
     qg[i] = stored(acc(a.q[i] * from[j * W + col(c)]), p.operands);
     kg[i] = stored(acc(a.k[i] * to_end[j * W + col(c)]), p.update);
   });
-  each(x, size_t(C) * V, [&](size_t i) { vb[i] = stored(acc(a.beta[i / V] * a.v[i]), p.operands); });
+  each2(x, C, V, [&](int j, int, int i) { vb[i] = stored(acc(a.beta[j] * a.v[i]), p.operands); });
   each(x, size_t(C) * C, [&](size_t ij) {  // the scores as stored, j <= i
     const int i = int(ij / C), j = int(ij % C);
     if (j > i) {
@@ -370,7 +380,7 @@ CHUNKINV_HD inline void step(const Args& a, X& x) {
     }
     a.dbeta[r] = stored(acc(db), b.gradients);
   });
-  each(x, size_t(C) * V, [&](size_t i) { a.dv[i] = stored(acc(a.beta[i / V] * dvb[i]), b.gradients); });
+  each2(x, C, V, [&](int j, int, int i) { a.dv[i] = stored(acc(a.beta[j] * dvb[i]), b.gradients); });
   x.sync();
   // G is the chunk's inclusive cumsum: dg_t = sum_{i >= t} dG_i, per channel, or summed over channels in order.
   each(x, size_t(C) * W, [&](size_t idx) {

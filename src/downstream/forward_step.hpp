@@ -54,6 +54,17 @@ template <class X, class F>
 CHUNKINV_HD inline void each(X& x, size_t n, F&& f) {
   for (size_t i = size_t(x.thread()); i < n; i += size_t(x.threads())) f(i);
 }
+// The elements (r, c) of a rows x cols stage, f(r, c, r cols + c): one thread takes them in row order
+// without a division, several as each() deals them.
+template <class X, class F>
+CHUNKINV_HD inline void each2(X& x, int rows, int cols, F&& f) {
+  if (x.threads() == 1) {
+    for (int r = 0, i = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c, ++i) f(r, c, i);
+    return;
+  }
+  each(x, size_t(rows) * cols, [&](size_t i) { f(int(i / cols), int(i % cols), int(i)); });
+}
 
 // Entries (r, e0), ..., (r, e0 + m - 1) of a product, m <= 4, from the left
 // factor's row r (a) and the right factor's columns e0.. (its transpose's
@@ -121,19 +132,16 @@ CHUNKINV_HD inline void step(const Args& a, X& x) {
     for (int i = 0; i < C; ++i) G[i * W + c] = sum = stored(sum + a.g[i * W + c], p.gates);
   });
   each(x, size_t(C) * C, [&](size_t i) { A[i] = stored(a.inverse[i], p.inverse); });
-  each(x, size_t(C) * V, [&](size_t i) {
-    vbT[(i % V) * C + i / V] = stored(acc(a.beta[i / V] * a.v[i]), p.operands);
-  });
-  each(x, size_t(K) * V, [&](size_t i) { hT[(i % V) * K + i / V] = stored(a.state[i], p.state_operand); });
+  each2(x, C, V, [&](int j, int e, int i) { vbT[e * C + j] = stored(acc(a.beta[j] * a.v[i]), p.operands); });
+  each2(x, K, V, [&](int c, int e, int i) { hT[e * K + c] = stored(a.state[i], p.state_operand); });
   x.sync();
-  each(x, size_t(C) * W, [&](size_t i) {
+  each2(x, C, W, [&](int r, int c, int i) {
     from[i] = stored(detmath::hd::exp(G[i]), p.gates);
-    to_end[i] = decay(C - 1, int(i / W), int(i % W));
+    to_end[i] = decay(C - 1, r, c);
   });
   x.sync();
   // beta k e^G, q e^G, k e^(G_C - G_j); the intra-chunk scores
-  each(x, size_t(C) * K, [&](size_t i) {
-    const int j = int(i / K), c = int(i % K);
+  each2(x, C, K, [&](int j, int c, int i) {
     kbT[size_t(c) * C + j] = stored(acc(acc(a.beta[j] * a.k[i]) * from[j * W + col(c)]), p.operands);
     if (!p.per_token_only) {
       qg[i] = stored(acc(a.q[i] * from[j * W + col(c)]), p.operands);
