@@ -5,15 +5,18 @@
 #   .ext/bin/before/chunkinv, .ext/bin/lib/             the build `bench` compares against, and libfmt
 # The tests' compiled-in paths (/work/main/...) are pointed at this copy of the tree.
 #
-#   scripts/gpu-carried.sh [STEPS]    STEPS: a comma list of tests,recurrence,seq,bench (default all four)
+#   scripts/gpu-carried.sh [STEPS]    STEPS: a comma list of tests,recurrence,seq,backward,sass,bench
+#                                     (default tests,recurrence,seq,backward,bench)
 #     tests       the GPU tests and those of the device pipeline, the recurrence and seq (gtest filter)
 #     recurrence  bench --recurrence of the kernel versions in VERSIONS (default "1 3 4") at B in BATCHES
 #                 (default "32 8"), alternated, twice
 #     seq         seq --pipeline host and device (the recurrence and the chunked forwards on the GPU): their
 #                 wall times, and check --exact between their reports
+#     backward    the same with the backward (backward=stored): the chunked backwards on the GPU
+#     sass        the recurrence kernel's SASS (K = 128), gzipped
 #     bench       `bench` of BEFORE and of this build, alternated, ROUNDS times (default 1)
 set -uo pipefail
-steps=",${1:-tests,recurrence,seq,bench},"
+steps=",${1:-tests,recurrence,seq,backward,bench},"
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 mkdir -p build-cuda /work
 for b in chunkinv chunkinv_tests; do xz -dc ".ext/run/$b.xz" > "build-cuda/$b" && chmod +x "build-cuda/$b"; done
@@ -24,7 +27,7 @@ B=$PWD/build-cuda/chunkinv
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; "$B" --version | head -1; } | tee -a "$OUT/carried.log"
 if [[ $steps == *,tests,* ]]; then
   CHUNKINV_PIPELINE_SCALE_SAMPLES=20000 CHUNKINV_PIPELINE_SCALE_SEEDS=1,2,3 timeout 240 build-cuda/chunkinv_tests \
-    --gtest_filter='Gpu*:DevicePipeline*:Device*:Downstream*:Seq*:Backend*' > /tmp/tests.log 2>&1
+    --gtest_filter='Gpu*:DevicePipeline*:Device*:Downstream*:Seq*:Backend*:ChunkedBackward*:ChunkedForward*' > /tmp/tests.log 2>&1
   echo "tests rc=$?" >> /tmp/tests.log
   gzip -c /tmp/tests.log > "$OUT/tests.log.gz"
   grep -E "^\[  (PASSED|FAILED)|tests ran|FAILED  \]|tests rc" /tmp/tests.log | tee -a "$OUT/carried.log"
@@ -44,6 +47,19 @@ if [[ $steps == *,seq,* ]]; then
     echo "seq --pipeline $p rc=$? $(( ($(date +%s%N) - s0) / 1000000 )) ms" | tee -a "$OUT/carried.log"
   done
   "$B" check /tmp/seq-device.json --baseline /tmp/seq-host.json --exact --changes-only 2>&1 | tail -1 | tee -a "$OUT/carried.log"
+fi
+if [[ $steps == *,backward,* ]]; then
+  SEQ=(seq -a family=model_like -a seq_len=4096 -a chunk=64 -a dim=128 -a value_dim=128 -a gating=channel
+       -a 'method=[neumann,fla_solve_tril]' -a storage=fla_chunk_kda -a backward=stored --paths gold,kernel --samples 1 -q)
+  for p in host device; do
+    s0=$(date +%s%N); timeout 240 "$B" "${SEQ[@]}" --pipeline $p -o "/tmp/bwd-$p.json"
+    echo "seq backward --pipeline $p rc=$? $(( ($(date +%s%N) - s0) / 1000000 )) ms" | tee -a "$OUT/carried.log"
+  done
+  "$B" check /tmp/bwd-device.json --baseline /tmp/bwd-host.json --exact --changes-only 2>&1 | tail -1 | tee -a "$OUT/carried.log"
+fi
+if [[ $steps == *,sass,* ]]; then
+  cuobjdump -sass "$B" | awk '/Function : /{p = ($0 ~ /recurrence_kernelILi8E/)} p' | gzip > "$OUT/recurrence-sass.txt.gz"
+  echo "sass: $(zcat "$OUT/recurrence-sass.txt.gz" | wc -l) lines" | tee -a "$OUT/carried.log"
 fi
 if [[ $steps == *,bench,* ]]; then
   for round in $(seq 1 "${ROUNDS:-1}"); do for w in before now; do

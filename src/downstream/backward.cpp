@@ -210,17 +210,6 @@ ChunkedBackward::ChunkedBackward(const Sequence& s, int chunk, const StoragePres
   ds_ = ds_.unaryExpr([&](double x) { return stored(x, b_.grad_state); });
 }
 
-namespace {
-
-// One thread, no barrier: the backward step as the CPU runs it.
-struct SerialContext {
-  int thread() const { return 0; }
-  int threads() const { return 1; }
-  void sync() const {}
-};
-
-}  // namespace
-
 void ChunkedBackward::step(int n, const Mat& A, const Mat& state_in, Gradients& out, int first_row) {
   const int C = chunk_, K = s_.key_dim, V = s_.value_dim, W = s_.gate_width();
   const size_t t0 = size_t(n) * C, row = t0 - size_t(first_row);
@@ -246,9 +235,9 @@ void ChunkedBackward::step(int n, const Mat& A, const Mat& state_in, Gradients& 
   a.V = V;
   a.W = W;
   a.scale = scale_;
-  a.p = stores_of(f_);
+  a.p = f_;
   a.b = backward_stores_of(b_);
-  SerialContext x;
+  stages::Serial x;
   backward_step::step(a, x);
   if (n == 0) out.dh0 = ds_.unaryExpr([&](double y) { return stored(y, b_.initial_state_gradient); });
 }

@@ -9,6 +9,8 @@
 #include "core/thread_pool.hpp"
 #include "downstream/forward.hpp"
 #include "downstream/storage.hpp"
+#include "gpu/chunked_backward.hpp"
+#include "gpu/chunked_forward.hpp"
 #include "metrics/metrics.hpp"
 #include "paths/gold/gold.hpp"
 
@@ -125,7 +127,8 @@ std::vector<double> evaluate_backward(const GradientScores& total, const Gradien
 std::vector<std::vector<double>> run_backward_one(const Sequence& s, const Upstream& up, const SeqConfig& cfg,
                                                   int window, const std::vector<InverseTask>& tasks,
                                                   const std::vector<std::vector<const Method*>>& path_methods,
-                                                  std::vector<std::unique_ptr<Path>>& paths, ThreadPool& pool) {
+                                                  std::vector<std::unique_ptr<Path>>& paths, ThreadPool& pool,
+                                                  bool device) {
   const int C = cfg.chunk, N = s.chunks(C);
   const double scale = default_scale(s);
   const StoragePreset& fwd = find_storage(cfg.storage);
@@ -147,26 +150,67 @@ std::vector<std::vector<double>> run_backward_one(const Sequence& s, const Upstr
     return Mat(a.unaryExpr([&](double x) { return stored(stored(x, f), b); }));
   };
 
+  // The variants' forwards and backwards on the host (ChunkedForward,
+  // ChunkedBackward), or on the GPU, every variant at once (the same bits).
+  const size_t K = s.key_dim, V = s.value_dim, W = s.gate_width(), kv = K * V;
+  std::unique_ptr<gpu::DeviceChunkedForward> forward_gpu;
+  std::unique_ptr<gpu::DeviceChunkedBackward> backward_gpu;
+  if (device) {
+    std::vector<Stores> f;
+    std::vector<backward_step::BackwardStores> b;
+    for (size_t v = 0; v < nv; ++v) f.push_back(forward_of(v)), b.push_back(backward_stores_of(backward_of(v)));
+    forward_gpu = std::make_unique<gpu::DeviceChunkedForward>(C, int(K), int(V), int(W), scale, f,
+                                                              s.h0.empty() ? nullptr : s.h0.data());
+    backward_gpu = std::make_unique<gpu::DeviceChunkedBackward>(C, int(K), int(V), int(W), scale, f, b,
+                                                                up.dht.size() ? up.dht.data() : nullptr);
+  }
+  // Every variant's inverse of chunk j of a block, one after another (the GPU's layout).
+  std::vector<double> packed;
+  const auto pack = [&](const auto& inverse_of_variant) -> const double* {
+    packed.resize(nv * C * C);
+    for (size_t v = 0; v < nv; ++v) {
+      const Mat a = inverse_of_variant(v);
+      std::copy(a.data(), a.data() + C * C, packed.data() + v * C * C);
+    }
+    return packed.data();
+  };
+  std::vector<double> gpu_o(nv * C * V);
+  const auto gpu_advance = [&](const BlockInverses& inv, int n, int j, double* states_after) {
+    const size_t t0 = size_t(n) * C;
+    const double* a = pack([&](size_t v) { return inverse_of(inv, v, j); });
+    forward_gpu->advance(&s.q[t0 * K], &s.k[t0 * K], &s.v[t0 * V], &s.g[t0 * W], &s.beta[t0], a, gpu_o.data(),
+                         states_after);
+  };
+
   // Pass 1: the forwards, checkpointed at every block's start.
   const int block = std::max(1, std::min(N, kBlockTokens / C));
   std::vector<std::vector<ChunkedForward>> checkpoints(nv);
+  std::vector<std::vector<double>> gpu_checkpoints;  // per block, [variants][K][V]
   std::vector<Mat> ref_checkpoints;
   std::vector<ChunkedForward> forwards;
   forwards.reserve(nv);
-  for (size_t v = 0; v < nv; ++v) forwards.emplace_back(s, C, forward_of(v), scale);
+  for (size_t v = 0; v < nv && !device; ++v) forwards.emplace_back(s, C, forward_of(v), scale);
   Mat ref = s.h0.empty() ? Mat::Zero(s.key_dim, s.value_dim) : Mat(Eigen::Map<const Mat>(s.h0.data(), s.key_dim, s.value_dim));
   std::vector<Mat> rows(nv);
+  std::vector<double> gpu_states(nv * kv);
   for (int b0 = 0; b0 < N; b0 += block) {
     const int nb = std::min(block, N - b0);
     const BlockInverses inv = block_inverses(s, C, b0, nb, path_methods, paths, pool);
     ref_checkpoints.push_back(ref);
-    for (size_t v = 0; v < nv; ++v) checkpoints[v].push_back(forwards[v]);
-    pool.parallel_for(nv + 1, [&](size_t v) {
-      if (v == nv) {
+    if (device) {
+      gpu_checkpoints.emplace_back(nv * kv);
+      forward_gpu->states(gpu_checkpoints.back().data());
+    }
+    for (size_t v = 0; v < nv && !device; ++v) checkpoints[v].push_back(forwards[v]);
+    const size_t variant_tasks = device ? 1 : nv;  // the GPU's forwards are one task
+    pool.parallel_for(variant_tasks + 1, [&](size_t v) {
+      if (v == variant_tasks) {
         for (int t = b0 * C; t < (b0 + nb) * C; ++t) recurrence_step(s, t, ref);
-        return;
+      } else if (device) {
+        for (int j = 0; j < nb; ++j) gpu_advance(inv, b0 + j, j, gpu_states.data());
+      } else {
+        for (int j = 0; j < nb; ++j) forwards[v].advance(b0 + j, inverse_of(inv, v, j), rows[v]);
       }
-      for (int j = 0; j < nb; ++j) forwards[v].advance(b0 + j, inverse_of(inv, v, j), rows[v]);
     });
   }
 
@@ -174,39 +218,70 @@ std::vector<std::vector<double>> run_backward_one(const Sequence& s, const Upstr
   std::vector<GradientScores> scores(nv, GradientScores(s.tokens, window));
   std::vector<ChunkedBackward> backs;
   backs.reserve(nv);
-  for (size_t v = 0; v < nv; ++v) backs.emplace_back(s, C, forward_of(v), backward_of(v), up, scale);
+  for (size_t v = 0; v < nv && !device; ++v) backs.emplace_back(s, C, forward_of(v), backward_of(v), up, scale);
   RecurrentBackward ref_back(s, up, scale);
   Gradients ref_rows(s, C);
   std::vector<Gradients> var_rows(nv, Gradients(s, C));
+  std::vector<double> gpu_dq(nv * C * K), gpu_dk(nv * C * K), gpu_dv(nv * C * V), gpu_dg(nv * C * W), gpu_dbeta(nv * C);
   for (int bi = static_cast<int>(ref_checkpoints.size()) - 1; bi >= 0; --bi) {
     const int b0 = bi * block, nb = std::min(block, N - b0);
     const BlockInverses inv = block_inverses(s, C, b0, nb, path_methods, paths, pool);
-    // The states entering each chunk of the block, recomputed from the checkpoints.
+    // The states entering each chunk of the block, recomputed from the
+    // checkpoints (on the GPU: [chunk][variants][K][V]).
     std::vector<std::vector<Mat>> states(nv + 1, std::vector<Mat>(nb));
-    pool.parallel_for(nv + 1, [&](size_t v) {
-      if (v == nv) {
+    std::vector<std::vector<double>> gpu_entering(device ? nb : 0, std::vector<double>(nv * kv));
+    const size_t variant_tasks = device ? 1 : nv;
+    pool.parallel_for(variant_tasks + 1, [&](size_t v) {
+      if (v == variant_tasks) {
         Mat S = ref_checkpoints[bi];
         for (int j = 0; j < nb; ++j) {
-          states[v][j] = S;
+          states[nv][j] = S;
           for (int t = (b0 + j) * C; t < (b0 + j + 1) * C; ++t) recurrence_step(s, t, S);
         }
-        return;
-      }
-      ChunkedForward f = checkpoints[v][bi];
-      Mat o;
-      for (int j = 0; j < nb; ++j) {
-        states[v][j] = f.state();
-        f.advance(b0 + j, inverse_of(inv, v, j), o);
+      } else if (device) {
+        gpu_entering[0] = gpu_checkpoints[bi];
+        forward_gpu->set_states(gpu_entering[0].data());
+        for (int j = 0; j + 1 < nb; ++j) gpu_advance(inv, b0 + j, j, gpu_entering[j + 1].data());
+      } else {
+        ChunkedForward f = checkpoints[v][bi];
+        Mat o;
+        for (int j = 0; j < nb; ++j) {
+          states[v][j] = f.state();
+          f.advance(b0 + j, inverse_of(inv, v, j), o);
+        }
       }
     });
     for (int j = nb - 1; j >= 0; --j) {
       const int n = b0 + j;
       ref_back.backward(n * C, C, states[nv][j], ref_rows, n * C);
+      if (device) {
+        const size_t t0 = size_t(n) * C;
+        const gpu::ChunkRows in{&s.q[t0 * K], &s.k[t0 * K], &s.v[t0 * V], &s.g[t0 * W], &s.beta[t0],
+                                &up.d_o(Eigen::Index(t0), 0)};
+        const double* a = pack([&](size_t v) { return backward_inverse(inverse_of(inv, v, j), v); });
+        backward_gpu->step(in, a, gpu_entering[j].data(),
+                           {gpu_dq.data(), gpu_dk.data(), gpu_dv.data(), gpu_dg.data(), gpu_dbeta.data()});
+      }
       pool.parallel_for(nv, [&](size_t v) {
-        backs[v].step(n, backward_inverse(inverse_of(inv, v, j), v), states[v][j], var_rows[v], n * C);
-        scores[v].add(n * C, var_rows[v], ref_rows);
+        Gradients& g = var_rows[v];
+        if (device) {
+          const auto take = [&](Mat& m, const std::vector<double>& from) {
+            std::copy(from.data() + v * m.size(), from.data() + (v + 1) * m.size(), m.data());
+          };
+          take(g.dq, gpu_dq), take(g.dk, gpu_dk), take(g.dv, gpu_dv), take(g.dg, gpu_dg), take(g.dbeta, gpu_dbeta);
+        } else {
+          backs[v].step(n, backward_inverse(inverse_of(inv, v, j), v), states[v][j], g, n * C);
+        }
+        scores[v].add(n * C, g, ref_rows);
       });
     }
+  }
+  if (device) {  // dh0: the state gradient entering chunk 0, as returned
+    backward_gpu->state_grad(gpu_states.data());
+    for (size_t v = 0; v < nv; ++v)
+      var_rows[v].dh0 = Eigen::Map<const Mat>(gpu_states.data() + v * kv, K, V).unaryExpr([&](double x) {
+        return stored(x, backward_of(v).initial_state_gradient);
+      });
   }
   const Mat dh0 = ref_back.state_grad();
   for (size_t v = 0; v < nv; ++v) scores[v].dh0 = rel_rmse(var_rows[v].dh0, dh0);

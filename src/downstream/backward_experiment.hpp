@@ -3,7 +3,9 @@
 // gradient and, per path x method, the chunked backward's three variants
 // (total, inverse only, storage) scored against it, streamed chunk by
 // chunk in reverse: memory O(block) states and O(chunk) gradient rows,
-// never O(T) states or gradients.
+// never O(T) states or gradients. With `device`, the variants' forwards and
+// backwards run on the GPU (gpu/chunked_forward.hpp, chunked_backward.hpp:
+// the same bits), the FP64 reference on the host.
 #pragma once
 #include <memory>
 #include <span>
@@ -75,6 +77,7 @@ struct InverseTask {
 std::vector<std::vector<double>> run_backward_one(const Sequence& s, const Upstream& up, const SeqConfig& cfg,
                                                   int window, const std::vector<InverseTask>& tasks,
                                                   const std::vector<std::vector<const Method*>>& path_methods,
-                                                  std::vector<std::unique_ptr<Path>>& paths, ThreadPool& pool);
+                                                  std::vector<std::unique_ptr<Path>>& paths, ThreadPool& pool,
+                                                  bool device = false);
 
 }  // namespace chunkinv

@@ -15,9 +15,14 @@
 
 #include "core/detmath_hd.hpp"
 #include "core/hd.hpp"
+#include "downstream/stages_hd.hpp"
 #include "downstream/store_hd.hpp"
 
 namespace chunkinv::backward_step {
+
+using stages::each;
+using stages::each2;
+using stages::each4;
 
 // A backward preset's rounding points (BackwardPreset's fields, in its order).
 struct BackwardStores {
@@ -51,22 +56,6 @@ CHUNKINV_HD inline size_t work_doubles(int C, int K, int V, int W) {
   // G, from, to_end (C x W); lastbase (K); E (C x C x W); P, dP, dA, dAA, l, sp, dL (C x C); kb, qg, kg, w,
   // doh, xds, dw, dkb, dG (C x K); vb, u, xs, dx, dvb (C x V); h, dsh (K x V)
   return 3 * c * w + k + c * c * w + 7 * c * c + 9 * c * k + 5 * c * v + 2 * k * v;
-}
-
-template <class X, class F>
-CHUNKINV_HD inline void each(X& x, size_t n, F&& f) {
-  for (size_t i = size_t(x.thread()); i < n; i += size_t(x.threads())) f(i);
-}
-// The elements (r, c) of a rows x cols stage, f(r, c, r cols + c): one thread takes them in row order
-// without a division, several as each() deals them.
-template <class X, class F>
-CHUNKINV_HD inline void each2(X& x, int rows, int cols, F&& f) {
-  if (x.threads() == 1) {
-    for (int r = 0, i = 0; r < rows; ++r)
-      for (int c = 0; c < cols; ++c, ++i) f(r, c, i);
-    return;
-  }
-  each(x, size_t(rows) * cols, [&](size_t i) { f(int(i / cols), int(i % cols), int(i)); });
 }
 
 // sum_k a(k) b(k) from +0, k ascending, terms with a(k) == 0 left out.
@@ -117,15 +106,6 @@ CHUNKINV_HD inline void gather4f(int n, int m, FA&& a, FB&& b, double* out) {
   out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
 }
 
-// Elements (r, e0 .. e0 + 3) of a rows x cols stage, a thread each group of four: f(r, e0, m).
-template <class X, class F>
-CHUNKINV_HD inline void each4(X& x, int rows, int cols, F&& f) {
-  const int groups = (cols + 3) / 4;
-  each(x, size_t(rows) * groups, [&](size_t i) {
-    const int r = int(i / groups), e0 = int(i % groups) * 4;
-    f(r, e0, cols - e0 < 4 ? cols - e0 : 4);
-  });
-}
 
 template <class X>
 CHUNKINV_HD inline void step(const Args& a, X& x) {

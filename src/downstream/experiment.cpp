@@ -487,7 +487,7 @@ void SequenceBackend::run(const Group& g, uint64_t seed, SampleRange range, Sink
     r.values = run_one(s, cfg, window_of(group, s), tasks, path_methods, instances_, pool_, device_);
     if (cfg.backward != "none") {
       const Upstream up = upstream_of(s, group.inputs ? 0 : seed, n);
-      const auto b = run_backward_one(s, up, cfg, window_of(group, s), tasks, path_methods, instances_, pool_);
+      const auto b = run_backward_one(s, up, cfg, window_of(group, s), tasks, path_methods, instances_, pool_, device_);
       for (size_t t = 0; t < tasks.size(); ++t) r.values[t].insert(r.values[t].end(), b[t].begin(), b[t].end());
     }
     sink.consume(r);

@@ -83,17 +83,6 @@ Mat ChunkedForward::final_state() const {
   return state_.unaryExpr([&](double x) { return stored(x, p_.final_state); });
 }
 
-namespace {
-
-// One thread, no barrier: the forward step as the CPU runs it.
-struct SerialContext {
-  int thread() const { return 0; }
-  int threads() const { return 1; }
-  void sync() const {}
-};
-
-}  // namespace
-
 void ChunkedForward::advance(int n, const Mat& inverse, Mat& o) {
   const int C = chunk_, K = s_.key_dim, V = s_.value_dim, W = s_.gate_width();
   const size_t t0 = size_t(n) * C;
@@ -115,7 +104,7 @@ void ChunkedForward::advance(int n, const Mat& inverse, Mat& o) {
   a.W = W;
   a.scale = scale_;
   a.p = p_;  // the preset's rounding points
-  SerialContext x;
+  stages::Serial x;
   forward_step::step(a, x);
 }
 

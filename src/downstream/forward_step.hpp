@@ -20,9 +20,14 @@
 
 #include "core/detmath_hd.hpp"
 #include "core/hd.hpp"
+#include "downstream/stages_hd.hpp"
 #include "downstream/store_hd.hpp"
 
 namespace chunkinv::forward_step {
+
+using stages::each;
+using stages::each2;
+using stages::each4;
 
 // One chunk's inputs and outputs, all row-major, doubles.
 struct Args {
@@ -49,22 +54,6 @@ CHUNKINV_HD inline size_t work_doubles(int C, int K, int V, int W) {
   return 3 * c * w + 2 * c * c + 5 * c * k + 5 * c * v + k * v;
 }
 
-// Threads of the block take the elements [tid, tid + threads, ...) of each stage.
-template <class X, class F>
-CHUNKINV_HD inline void each(X& x, size_t n, F&& f) {
-  for (size_t i = size_t(x.thread()); i < n; i += size_t(x.threads())) f(i);
-}
-// The elements (r, c) of a rows x cols stage, f(r, c, r cols + c): one thread takes them in row order
-// without a division, several as each() deals them.
-template <class X, class F>
-CHUNKINV_HD inline void each2(X& x, int rows, int cols, F&& f) {
-  if (x.threads() == 1) {
-    for (int r = 0, i = 0; r < rows; ++r)
-      for (int c = 0; c < cols; ++c, ++i) f(r, c, i);
-    return;
-  }
-  each(x, size_t(rows) * cols, [&](size_t i) { f(int(i / cols), int(i % cols), int(i)); });
-}
 
 // Entries (r, e0), ..., (r, e0 + m - 1) of a product, m <= 4, from the left
 // factor's row r (a) and the right factor's columns e0.. (its transpose's
@@ -89,15 +78,6 @@ CHUNKINV_HD inline void dots4(const double* a, const double* bT, int n, int m, d
   out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
 }
 
-// Elements (r, e0 .. e0 + 3) of a rows x cols stage, a thread each group of four: f(r, e0, m).
-template <class X, class F>
-CHUNKINV_HD inline void each4(X& x, int rows, int cols, F&& f) {
-  const int groups = (cols + 3) / 4;
-  each(x, size_t(rows) * groups, [&](size_t i) {
-    const int r = int(i / groups), e0 = int(i % groups) * 4;
-    f(r, e0, cols - e0 < 4 ? cols - e0 : 4);
-  });
-}
 
 template <class X>
 CHUNKINV_HD inline void step(const Args& a, X& x) {

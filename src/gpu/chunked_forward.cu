@@ -102,4 +102,14 @@ void DeviceChunkedForward::advance(const double* q, const double* k, const doubl
   CUDA_CHECK(cudaMemcpy(states, m.states.data(), n * K * V * sizeof(double), cudaMemcpyDeviceToHost));
 }
 
+void DeviceChunkedForward::states(double* out) const {
+  const Impl& m = *impl_;
+  CUDA_CHECK(cudaMemcpy(out, m.states.data(), size_t(m.n) * m.K * m.V * sizeof(double), cudaMemcpyDeviceToHost));
+}
+
+void DeviceChunkedForward::set_states(const double* states) {
+  Impl& m = *impl_;
+  upload(m.states, states, size_t(m.n) * m.K * m.V);
+}
+
 }  // namespace chunkinv::gpu

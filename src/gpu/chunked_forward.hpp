@@ -31,6 +31,10 @@ class DeviceChunkedForward {
   // o [variants][C][V] and its state after the chunk into states [variants][K][V].
   void advance(const double* q, const double* k, const double* v, const double* g, const double* beta,
                const double* inverses, double* o, double* states);
+  // Every variant's state now, [variants][K][V]; and the states to go on
+  // from (as carried: not rounded again), to step again from a checkpoint.
+  void states(double* out) const;
+  void set_states(const double* states);
 
  private:
   struct Impl;

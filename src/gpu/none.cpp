@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "gpu/gpu.hpp"
+#include "gpu/chunked_backward.hpp"
 #include "gpu/chunked_forward.hpp"
 #include "gpu/recurrence.hpp"
 #include "paths/gpu_paths.hpp"
@@ -42,6 +43,23 @@ DeviceChunkedForward::~DeviceChunkedForward() = default;
 void DeviceChunkedForward::advance(const double*, const double*, const double*, const double*, const double*,
                                    const double*, double*, double*) {
   throw UsageError("the GPU chunked forward: this build has no CUDA support");
+}
+void DeviceChunkedForward::states(double*) const { throw UsageError("the GPU chunked forward: this build has no CUDA support"); }
+void DeviceChunkedForward::set_states(const double*) {
+  throw UsageError("the GPU chunked forward: this build has no CUDA support");
+}
+
+struct DeviceChunkedBackward::Impl {};
+DeviceChunkedBackward::DeviceChunkedBackward(int, int, int, int, double, const std::vector<Stores>&,
+                                             const std::vector<backward_step::BackwardStores>&, const double*) {
+  throw UsageError("the GPU chunked backward: this build has no CUDA support");
+}
+DeviceChunkedBackward::~DeviceChunkedBackward() = default;
+void DeviceChunkedBackward::step(const ChunkRows&, const double*, const double*, const GradientRows&) {
+  throw UsageError("the GPU chunked backward: this build has no CUDA support");
+}
+void DeviceChunkedBackward::state_grad(double*) const {
+  throw UsageError("the GPU chunked backward: this build has no CUDA support");
 }
 
 }  // namespace chunkinv::gpu

@@ -349,12 +349,14 @@ TEST(DownstreamCli, BenchRecurrenceChecksBeforeItTimes) {
   }
 }
 
-// seq --pipeline device: the recurrence on the GPU, the host's report
-// (every entry, bit for bit); without a GPU one line, exit 2, nothing written.
+// seq --pipeline device: the recurrence, the chunked forwards and the
+// backwards on the GPU, the host's report (every entry, bit for bit; two
+// blocks of chunks, so the backward steps back from a checkpoint); without a
+// GPU one line, exit 2, nothing written.
 TEST(DownstreamCli, SeqPipelineDeviceIsTheHostsReport) {
   const std::string dir = testing::test_dir("seq-device");
-  const std::string run = "seq -a seq_len=256 -a chunk=16 -a dim=32 -a value_dim=24 -a gating=channel "
-                          "-a initial_state=random -a method=neumann --samples 2 --threads 2 -q";
+  const std::string run = "seq -a seq_len=4160 -a chunk=16 -a dim=32 -a value_dim=24 -a gating=channel "
+                          "-a initial_state=random -a method=neumann -a backward=[none,stored] --samples 2 --threads 2 -q";
   const auto dev = testing::run_chunkinv_in(dir, run + " --pipeline device -o device.json");
   if (!gpu::unavailable_reason().empty()) {
     EXPECT_EQ(dev.status, 2) << dev.out;
