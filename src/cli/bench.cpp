@@ -9,6 +9,12 @@
 // `bench --recurrence`: the FP64 token recurrence of docs/downstream.md on
 // the GPU (gpu/recurrence.cu) over B x H sequences of T tokens, checked bit
 // for bit against the CPU's Recurrence on a few of them before it is timed.
+//
+// `bench --backward`: the chunked backward of docs/downstream.md over one
+// sequence of T tokens, N variants at once (as `seq` runs a sequence's
+// variants), on the GPU (gpu/chunked_backward.cu) and on the host's cores
+// (ChunkedBackward, a variant a thread); every gradient and state gradient
+// of the GPU's checked bit for bit against the host's.
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -30,13 +36,18 @@
 #include "core/limits.hpp"
 #include "core/progress.hpp"
 #include "core/thread_pool.hpp"
+#include "downstream/backward.hpp"
 #include "downstream/forward.hpp"
+#include "downstream/sequence.hpp"
+#include "downstream/storage.hpp"
 #include "downstream/sources.hpp"
 #include "driver/runner.hpp"
 #include "driver/spec.hpp"
+#include "gpu/chunked_backward.hpp"
 #include "gpu/gpu.hpp"
 #include "gpu/recurrence.hpp"
 #include "metrics/stats.hpp"
+#include "paths/gold/gold.hpp"
 #include "report/report.hpp"
 
 namespace chunkinv::cli {
@@ -58,6 +69,9 @@ struct BenchArgs {
   std::string samples_text, cpu_samples_text, validate_text, repeat_text, seed_text, threads_text, max_memory;
   // --recurrence and its shape (fla's names: B, T, H, K, V), as given.
   bool recurrence = false;
+  // --backward: the chunk, the variants and their storage preset, as given (T, K, V, the gating and h0 as above).
+  bool backward = false;
+  std::string chunk_text, variants_text, storage;
   std::string batch_text, seq_len_text, heads_text, key_dim_text, value_dim_text, block_text, gating, initial_state,
       kernel_version_text;
 };
@@ -396,7 +410,7 @@ void bench_recurrence(const BenchArgs& a) {
   const int K = a.key_dim_text.empty() ? 128 : int(parse_count("--key-dim", a.key_dim_text, 1, 512));
   const int V = a.value_dim_text.empty() ? 128 : int(parse_count("--value-dim", a.value_dim_text, 1, 512));
   const int block = a.block_text.empty() ? 512 : int(parse_count("--block", a.block_text, 1, kMaxSeqLen));
-  const int version = a.kernel_version_text.empty() ? 1 : int(parse_count("--kernel-version", a.kernel_version_text, 1, 4));
+  const int version = a.kernel_version_text.empty() ? 1 : int(parse_count("--kernel-version", a.kernel_version_text, 1, 2));
   const std::string gating = a.gating.empty() ? "channel" : a.gating;
   const std::string h0 = a.initial_state.empty() ? "zero" : a.initial_state;
   if (gating != "channel" && gating != "token")
@@ -521,6 +535,148 @@ void bench_recurrence(const BenchArgs& a) {
   }
 }
 
+// The chunked backward over one sequence: the GPU's passes against the host's (bench --backward).
+void bench_backward(const BenchArgs& a) {
+  if (!a.axes.empty() || !a.samples_text.empty() || !a.cpu_samples_text.empty() || a.paths != "all" ||
+      !a.batch_text.empty() || !a.heads_text.empty() || !a.block_text.empty() || !a.kernel_version_text.empty() ||
+      !a.validate_text.empty())
+    throw UsageError("bench --backward takes --seq-len, --chunk, --key-dim, --value-dim, --gating, --initial-state, "
+                     "--variants, --storage, --repeat, --seed, --threads");
+  const int T = a.seq_len_text.empty() ? 4096 : int(parse_count("--seq-len", a.seq_len_text, 1, kMaxSeqLen));
+  const int C = a.chunk_text.empty() ? 64 : int(parse_count("--chunk", a.chunk_text, 2, 64));
+  const int K = a.key_dim_text.empty() ? 128 : int(parse_count("--key-dim", a.key_dim_text, 1, 256));
+  const int V = a.value_dim_text.empty() ? 128 : int(parse_count("--value-dim", a.value_dim_text, 1, 256));
+  const int nv = a.variants_text.empty() ? 9 : int(parse_count("--variants", a.variants_text, 1, 64));
+  const std::string gating = a.gating.empty() ? "channel" : a.gating;
+  const std::string h0 = a.initial_state.empty() ? "zero" : a.initial_state;
+  const std::string storage = a.storage.empty() ? "fla_chunk_kda" : a.storage;
+  if (gating != "channel" && gating != "token")
+    throw UsageError(fmt::format("--gating {}: must be channel (KDA) or token (GDN)", gating));
+  if (h0 != "zero" && h0 != "random") throw UsageError(fmt::format("--initial-state {}: must be zero or random", h0));
+  if (T % C) throw UsageError(fmt::format("--seq-len {} is not a whole number of chunks of --chunk {}", T, C));
+  const StoragePreset& fwd = find_storage(storage);
+  const BackwardPreset& bwd = find_backward_storage(storage);
+  if (const std::string why = gpu::unavailable_reason(); !why.empty())
+    throw UsageError("bench --backward: no CUDA GPU: " + why);
+  std::optional<OutputFile> out;
+  if (!a.output.empty()) out.emplace(a.output);
+
+  SeqConfig cfg;
+  cfg.family = "model_like";
+  cfg.seq_len = T, cfg.chunk = C, cfg.dim = K, cfg.value_dim = V, cfg.initial_state = h0, cfg.storage = storage;
+  cfg.params = {{"gating", gating}};
+  complete(cfg);
+  const SequenceSource& source = find_source(cfg.family);
+  source.validate(cfg);
+  const Sequence s = source.make(cfg, a.seed, 0);
+  const Upstream up = upstream_of(s, a.seed, 0);
+  const double scale = default_scale(s);
+  const int N = T / C, W = s.gate_width();
+  ThreadPool pool(a.threads);
+  // The variants: as seq's, the preset's (v = 0 and odd) and FP64 (even), every one with the exact inverse.
+  const auto forward_of = [&](int v) -> const StoragePreset& { return v == 0 || v % 2 ? fwd : fp64_storage(); };
+  const auto backward_of = [&](int v) -> const BackwardPreset& { return v == 0 || v % 2 ? bwd : fp64_backward(); };
+  const auto t_setup = std::chrono::steady_clock::now();
+  std::vector<Mat> inverses(N);
+  pool.parallel_for(N, [&](size_t n) { inverses[n] = compute_gold(chunk_sample(s, C, int(n))).inv; });
+  std::vector<std::vector<double>> entering(N, std::vector<double>(size_t(nv) * K * V));  // [chunk][variant][K][V]
+  pool.parallel_for(nv, [&](size_t v) {
+    ChunkedForward f(s, C, forward_of(int(v)), scale);
+    Mat rows;
+    for (int n = 0; n < N; ++n) {
+      std::copy(f.state().data(), f.state().data() + K * V, entering[n].data() + v * K * V);
+      f.advance(n, inverses[n], rows);
+    }
+  });
+  std::vector<double> packed(size_t(nv) * C * C);
+  const double setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_setup).count();
+
+  // The host: a variant a thread, every chunk in reverse.
+  std::vector<Gradients> host(nv, Gradients(s));
+  std::vector<Mat> host_ds(nv);
+  const auto t_host = std::chrono::steady_clock::now();
+  pool.parallel_for(nv, [&](size_t v) {
+    ChunkedBackward b(s, C, forward_of(int(v)), backward_of(int(v)), up, scale);
+    for (int n = N - 1; n >= 0; --n) {
+      const Mat state = Eigen::Map<const Mat>(entering[n].data() + v * K * V, K, V);
+      b.step(n, inverses[n], state, host[v]);
+    }
+    host_ds[v] = b.state_grad();
+  });
+  const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_host).count();
+
+  // The GPU: every variant a chunk, the chunks in reverse, each chunk's rows brought back (as seq does).
+  std::vector<double> dq(size_t(nv) * C * K), dk(dq.size()), dv(size_t(nv) * C * V), dg(size_t(nv) * C * W),
+      dbeta(size_t(nv) * C), ds(size_t(nv) * K * V);
+  std::vector<double> pass_ms;
+  size_t differ = 0, checked = 0;
+  std::vector<backward_step::BackwardStores> bs;
+  std::vector<Stores> fs;
+  for (int v = 0; v < nv; ++v) fs.push_back(forward_of(v)), bs.push_back(backward_stores_of(backward_of(v)));
+  const auto count = [&](const double* got, const Mat& want, Eigen::Index row0, size_t v, size_t width) {
+    for (Eigen::Index r = 0; r < C; ++r)
+      for (size_t c = 0; c < width; ++c, ++checked)
+        differ += !same_bits(got[(v * C + size_t(r)) * width + c], want(row0 + r, Eigen::Index(c)));
+  };
+  for (int pass = 0; pass < a.repeat; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    gpu::DeviceChunkedBackward dev(C, K, V, W, scale, fs, bs, nullptr);
+    for (int n = N - 1; n >= 0; --n) {
+      for (int v = 0; v < nv; ++v) std::copy(inverses[n].data(), inverses[n].data() + C * C, packed.data() + size_t(v) * C * C);
+      const size_t r0 = size_t(n) * C;
+      dev.step({&s.q[r0 * K], &s.k[r0 * K], &s.v[r0 * V], &s.g[r0 * W], &s.beta[r0], &up.d_o(Eigen::Index(r0), 0)},
+               packed.data(), entering[n].data(), {dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data()});
+      if (pass == 0)  // the check, out of the timing of the passes after it
+        for (size_t v = 0; v < size_t(nv); ++v) {
+          const Eigen::Index row0 = Eigen::Index(r0);
+          count(dq.data(), host[v].dq, row0, v, K), count(dk.data(), host[v].dk, row0, v, K);
+          count(dv.data(), host[v].dv, row0, v, V), count(dg.data(), host[v].dg, row0, v, W);
+          count(dbeta.data(), host[v].dbeta, row0, v, 1);
+        }
+    }
+    dev.state_grad(ds.data());
+    pass_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (pass == 0)
+      for (size_t v = 0; v < size_t(nv); ++v)
+        for (size_t i = 0; i < size_t(K) * V; ++i, ++checked) differ += !same_bits(ds[v * K * V + i], host_ds[v].data()[i]);
+  }
+  const bool identical = differ == 0;
+  // The first pass did the check as it went: the median is of the others where there are.
+  const double median_ms = median_of(pass_ms.size() > 1 ? std::vector<double>(pass_ms.begin() + 1, pass_ms.end()) : pass_ms);
+  const double tokens = double(T) * nv;
+  const double gpu_rate = tokens / (median_ms * 1e-3), host_rate = tokens / (host_ms * 1e-3);
+  auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+  nlohmann::json devs = nlohmann::json::array();
+  for (const auto& d : gpu::devices()) devs.push_back(fmt::format("{} (cc {}.{})", d.name, d.cc_major, d.cc_minor));
+  const nlohmann::json j = {
+      {"devices", devs},
+      {"backward",
+       {{"seq_len", T}, {"chunk", C}, {"key_dim", K}, {"value_dim", V}, {"gating", gating}, {"initial_state", h0},
+        {"family", cfg.family}, {"storage", storage}, {"variants", nv}, {"seed", a.seed}, {"repeat", a.repeat},
+        {"threads", int(pool.size())}, {"identical_to_host", identical}, {"values_differing", differ},
+        {"values_checked", checked}, {"gpu_pass_ms", pass_ms}, {"gpu_median_ms", num(median_ms)},
+        {"gpu_token_variants_per_s", num(gpu_rate)}, {"host_ms", host_ms}, {"host_token_variants_per_s", num(host_rate)},
+        {"gpu_over_host", num(gpu_rate / host_rate)}, {"setup_ms", setup_ms}}}};
+  if (out) out->commit(j.dump(1) + "\n");
+  if (a.quiet || (out && out->to_stdout())) {
+  } else if (a.format == "json") {
+    fmt::print("{}\n", j.dump(1));
+  } else {
+    fmt::print("bench --backward: T={} C={} K={} V={}, gates per {}, h0 {}, {} variants ({}, FP64), {}\n", T, C, K, V,
+               gating, h0, nv, storage, devs.empty() ? std::string("?") : devs[0].get<std::string>());
+    fmt::print("checked against the host's ChunkedBackward: {} of {} values differ{}\n", differ, checked,
+               identical ? " (bit for bit identical)" : "");
+    if (identical)
+      fmt::print("GPU: median of {} passes {:.1f} ms, {:.4g} token-variants/s; host ({} threads): {:.1f} ms, {:.4g} "
+                 "token-variants/s; GPU/host {:.2f}x\n", std::max<size_t>(1, pass_ms.size() - 1), median_ms, gpu_rate,
+                 pool.size(), host_ms, host_rate, gpu_rate / host_rate);
+  }
+  if (!identical) {
+    std::fprintf(stderr, "bench --backward: the GPU backward is NOT bit-identical to the host's\n");
+    set_exit_status(1);
+  }
+}
+
 }  // namespace
 
 void set_bench_command(CLI::App& app) {
@@ -542,16 +698,20 @@ void set_bench_command(CLI::App& app) {
   cmd->add_flag("--recurrence", args->recurrence,
                 "time the FP64 token recurrence on the GPU instead (checked bit for bit against the CPU's first)");
   cmd->add_option("--batch", args->batch_text, "--recurrence: sequences B (default 32)");
-  cmd->add_option("--seq-len", args->seq_len_text, "--recurrence: tokens T (default 2048)");
+  cmd->add_option("--seq-len", args->seq_len_text, "--recurrence, --backward: tokens T (default 2048, 4096)");
   cmd->add_option("--heads", args->heads_text, "--recurrence: heads H (default 16)");
-  cmd->add_option("--key-dim", args->key_dim_text, "--recurrence: K, 16, 32, 64 or 128 (default 128)");
-  cmd->add_option("--value-dim", args->value_dim_text, "--recurrence: V, 1 to 512 (default 128)");
-  cmd->add_option("--gating", args->gating, "--recurrence: channel (KDA, default) or token (GDN)");
-  cmd->add_option("--initial-state", args->initial_state, "--recurrence: zero (default) or random");
+  cmd->add_option("--key-dim", args->key_dim_text, "--recurrence: K, 16, 32, 64 or 128; --backward: 1 to 256 (default 128)");
+  cmd->add_option("--value-dim", args->value_dim_text, "--recurrence: V, 1 to 512; --backward: 1 to 256 (default 128)");
+  cmd->add_option("--gating", args->gating, "--recurrence, --backward: channel (KDA, default) or token (GDN)");
+  cmd->add_option("--initial-state", args->initial_state, "--recurrence, --backward: zero (default) or random");
   cmd->add_option("--block", args->block_text, "--recurrence: tokens a launch advances (default 512)");
+  cmd->add_flag("--backward", args->backward,
+                "time the chunked backward over one sequence on the GPU and the host instead (checked bit for bit)");
+  cmd->add_option("--chunk", args->chunk_text, "--backward: C, 2 to 64 (default 64)");
+  cmd->add_option("--variants", args->variants_text, "--backward: variants stepped together, 1 to 64 (default 9)");
+  cmd->add_option("--storage", args->storage, "--backward: the variants' storage preset (default fla_chunk_kda)");
   cmd->add_option("--kernel-version", args->kernel_version_text,
-                  "--recurrence: 1 (eight lanes a column pair, default), 2 (sixteen: half the registers a lane) or 3 "
-                  "(version 1 with one pass over the state a token; 4: the same in one loop)");
+                  "--recurrence: 1 (eight lanes a column pair, default) or 2 (sixteen: half the registers a lane)");
   cmd->callback([args] {
     BenchArgs a = *args;
     constexpr uint64_t kMax = 1'000'000'000'000;
@@ -561,7 +721,11 @@ void set_bench_command(CLI::App& app) {
     if (!a.repeat_text.empty()) a.repeat = int(parse_count("--repeat", a.repeat_text, 1, 1000));
     if (!a.seed_text.empty()) a.seed = parse_count("--seed", a.seed_text, 0, UINT64_MAX);
     if (!a.threads_text.empty()) a.threads = int(parse_count("--threads", a.threads_text, 0, 1024));
+    if (a.recurrence && a.backward) throw UsageError("bench: --recurrence and --backward are two benchmarks: one at a time");
+    if (!a.backward && (!a.chunk_text.empty() || !a.variants_text.empty() || !a.storage.empty()))
+      throw UsageError("bench: --chunk, --variants and --storage are --backward's");
     if (a.recurrence) return bench_recurrence(a);
+    if (a.backward) return bench_backward(a);
     if (!a.batch_text.empty() || !a.seq_len_text.empty() || !a.heads_text.empty() || !a.key_dim_text.empty() ||
         !a.value_dim_text.empty() || !a.block_text.empty() || !a.gating.empty() || !a.initial_state.empty() ||
         !a.kernel_version_text.empty())
