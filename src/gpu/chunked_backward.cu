@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "gpu/block_context.cuh"
 #include "gpu/buffers.cuh"
 #include "gpu/check.cuh"
 #include "gpu/gpu.hpp"
@@ -13,16 +14,11 @@
 namespace chunkinv::gpu {
 namespace {
 
+using detail::BlockContext;
 using detail::DeviceBuffer;
 using detail::upload;
 
 constexpr int kThreads = 256;
-
-struct BlockContext {
-  __device__ __forceinline__ int thread() const { return int(threadIdx.x); }
-  __device__ __forceinline__ int threads() const { return int(blockDim.x); }
-  __device__ __forceinline__ void sync() const { __syncthreads(); }
-};
 
 struct Launch {
   const double *q, *k, *v, *g, *beta, *d_o, *inverses, *states;

@@ -7,13 +7,10 @@
 // non-finite entry).
 #include <gtest/gtest.h>
 
-#include <barrier>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
-#include "core/fp.hpp"
 #include "downstream/backward.hpp"
 #include "downstream/backward_step.hpp"
 #include "downstream/experiment.hpp"
@@ -21,25 +18,16 @@
 #include "downstream/sources.hpp"
 #include "downstream/storage.hpp"
 #include "gpu/chunked_backward.hpp"
-#include "gpu_test_common.hpp"
-#include "paths/gold/gold.hpp"
-#include "support/sequences.hpp"
+#include "step_test_common.hpp"
 
 namespace chunkinv {
 namespace {
 
-using gputest::same_double;
+using steptest::Case;
+using steptest::differing;
+using steptest::inverses_of;
 
-struct Case {
-  std::string family, gating, storage;
-  int C, K, V, T;
-};
-
-Sequence sequence_of(const Case& c, uint64_t i) {
-  SeqConfig cfg = testing::config(c.family, c.T, c.C, c.K, c.V, {{"gating", c.gating}});
-  cfg.initial_state = "random";
-  return find_source(cfg.family).make(cfg, 7, i);
-}
+Sequence sequence_of(const Case& c, uint64_t i) { return steptest::sequence_of(c, 7, i); }
 
 // do from the sequence's stream, dht N(0, 1) rounded to BF16 (a loss that reads the final state).
 Upstream upstream(const Sequence& s) {
@@ -48,26 +36,10 @@ Upstream upstream(const Sequence& s) {
   return up;
 }
 
-// The variants' inverses of chunk n: the exact one; the exact one rounded to
-// FP16 (an inexact inverse); the exact one with one entry +inf (from chunk 1 on).
-std::vector<Mat> inverses_of(const Sequence& s, int C, int n) {
-  const Mat exact = compute_gold(chunk_sample(s, C, n)).inv;
-  Mat rounded = exact.unaryExpr([](double x) { return round_to(x, kFP16); });
-  Mat broken = exact;
-  if (n >= 1) broken(C - 1, 0) = INFINITY;
-  return {exact, rounded, broken};
-}
-
 std::vector<Case> cases() {
   return {{"model_like", "channel", "fla_chunk_kda", 16, 32, 24, 64},
           {"model_like", "token", "fla_chunk_gdn", 16, 16, 40, 48},
           {"model_like", "token", "fp64", 8, 16, 13, 32}};  // V not a multiple of 4: a short group
-}
-
-size_t differing(const double* a, const double* b, size_t n) {
-  size_t d = 0;
-  for (size_t i = 0; i < n; ++i) d += !same_double(a[i], b[i]);
-  return d;
 }
 
 // The states entering each chunk, as the chunked forward with `inverse` carries them.
@@ -81,14 +53,6 @@ std::vector<Mat> states_of(const Sequence& s, int C, const StoragePreset& p, int
   }
   return states;
 }
-
-struct ThreadsContext {
-  int tid, n;
-  std::barrier<>* all;
-  int thread() const { return tid; }
-  int threads() const { return n; }
-  void sync() const { all->arrive_and_wait(); }
-};
 
 void expect_same_rows(const Gradients& a, const Gradients& b, const std::string& what) {
   EXPECT_EQ(differing(a.dq.data(), b.dq.data(), a.dq.size()), 0u) << "dq, " << what;
@@ -124,15 +88,7 @@ TEST(ChunkedBackwardStep, ManyThreadsEqualOne) {
       a.dq = got.dq.data(), a.dk = got.dk.data(), a.dv = got.dv.data(), a.dg = got.dg.data(), a.dbeta = got.dbeta.data();
       a.work = work.data(), a.C = c.C, a.K = c.K, a.V = c.V, a.W = W, a.scale = scale;
       a.p = fwd, a.b = backward_stores_of(bwd);
-      constexpr int kThreads = 37;  // not a divisor of any stage's size
-      std::barrier<> all(kThreads);
-      std::vector<std::thread> pool;
-      for (int t = 0; t < kThreads; ++t)
-        pool.emplace_back([&, t] {
-          ThreadsContext x{t, kThreads, &all};
-          backward_step::step(a, x);
-        });
-      for (std::thread& t : pool) t.join();
+      steptest::on_threads([&](steptest::ThreadsContext& x) { backward_step::step(a, x); });
       expect_same_rows(got, want, "chunk " + std::to_string(n));
       EXPECT_EQ(differing(ds.data(), one.state_grad().data(), ds.size()), 0u) << "state gradient, chunk " << n;
     }

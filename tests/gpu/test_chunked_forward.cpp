@@ -6,48 +6,26 @@
 // (the exact one, FP16 Neumann's, one with a non-finite entry).
 #include <gtest/gtest.h>
 
-#include <barrier>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
-#include "core/fp.hpp"
 #include "downstream/experiment.hpp"
 #include "downstream/forward.hpp"
 #include "downstream/forward_step.hpp"
 #include "downstream/sources.hpp"
 #include "downstream/storage.hpp"
 #include "gpu/chunked_forward.hpp"
-#include "gpu_test_common.hpp"
-#include "support/sequences.hpp"
-#include "paths/gold/gold.hpp"
+#include "step_test_common.hpp"
 
 namespace chunkinv {
 namespace {
 
-using gputest::same_double;
+using steptest::Case;
+using steptest::differing;
+using steptest::inverses_of;
 
-struct Case {
-  std::string family, gating, storage;
-  int C, K, V, T;
-};
-
-Sequence sequence_of(const Case& c, uint64_t i) {
-  SeqConfig cfg = testing::config(c.family, c.T, c.C, c.K, c.V, {{"gating", c.gating}});
-  cfg.initial_state = "random";
-  return find_source(cfg.family).make(cfg, 5, i);
-}
-
-// The variants' inverses of chunk n: the exact one; the exact one rounded to
-// FP16 (an inexact inverse); the exact one with one entry +inf (from chunk 1 on).
-std::vector<Mat> inverses_of(const Sequence& s, int C, int n) {
-  const Mat exact = compute_gold(chunk_sample(s, C, n)).inv;
-  Mat rounded = exact.unaryExpr([](double x) { return round_to(x, kFP16); });
-  Mat broken = exact;
-  if (n >= 1) broken(C - 1, 0) = INFINITY;
-  return {exact, rounded, broken};
-}
+Sequence sequence_of(const Case& c, uint64_t i) { return steptest::sequence_of(c, 5, i); }
 
 std::vector<Case> cases() {
   return {{"model_like", "channel", "fla_chunk_kda", 16, 32, 24, 64},
@@ -55,21 +33,6 @@ std::vector<Case> cases() {
           {"sparse_forget", "channel", "flashkda", 32, 16, 16, 96},
           {"model_like", "token", "fp64", 8, 16, 13, 32}};  // V not a multiple of 4: a short group
 }
-
-size_t differing(const double* a, const double* b, size_t n) {
-  size_t d = 0;
-  for (size_t i = 0; i < n; ++i) d += !same_double(a[i], b[i]);
-  return d;
-}
-
-// The step on the host with `threads` threads: a barrier between stages.
-struct ThreadsContext {
-  int tid, n;
-  std::barrier<>* all;
-  int thread() const { return tid; }
-  int threads() const { return n; }
-  void sync() const { all->arrive_and_wait(); }
-};
 
 TEST(ChunkedForwardStep, ManyThreadsEqualOne) {
   for (const Case& c : cases()) {
@@ -92,15 +55,7 @@ TEST(ChunkedForwardStep, ManyThreadsEqualOne) {
       a.q = &s.q[t0 * c.K], a.k = &s.k[t0 * c.K], a.v = &s.v[t0 * c.V], a.g = &s.g[t0 * W], a.beta = &s.beta[t0];
       a.inverse = inverse.data(), a.state = state.data(), a.o = o.data(), a.work = work.data();
       a.C = c.C, a.K = c.K, a.V = c.V, a.W = W, a.scale = scale, a.p = preset;
-      constexpr int kThreads = 37;  // not a divisor of any stage's size
-      std::barrier<> all(kThreads);
-      std::vector<std::thread> pool;
-      for (int t = 0; t < kThreads; ++t)
-        pool.emplace_back([&, t] {
-          ThreadsContext x{t, kThreads, &all};
-          forward_step::step(a, x);
-        });
-      for (std::thread& t : pool) t.join();
+      steptest::on_threads([&](steptest::ThreadsContext& x) { forward_step::step(a, x); });
       EXPECT_EQ(differing(o.data(), rows.data(), o.size()), 0u) << "o, chunk " << n;
       EXPECT_EQ(differing(state.data(), one.state().data(), state.size()), 0u) << "state, chunk " << n;
     }
