@@ -8,18 +8,24 @@
 #   scripts/gpu-carried.sh [STEPS]    STEPS: a comma list of tests,recurrence,seq,backward,sass,bench
 #                                     (default tests,recurrence,seq,backward,bench)
 #     tests       the GPU tests and those of the device pipeline, the recurrence and seq (gtest filter)
-#     recurrence  bench --recurrence of the kernel versions in VERSIONS (default "1 3 4") at B in BATCHES
-#                 (default "32 8"), alternated, twice
+#     recurrence  bench --recurrence of the kernel versions in VERSIONS (default "1 2") at B in BATCHES
+#                 (default "32 8"), alternated, twice; a version "prevN" is version N of the build carried
+#                 as .ext/run/chunkinv-prev.xz (an earlier commit's, to compare in one call), "altN" of
+#                 .ext/run/chunkinv-alt.xz (a variant under trial)
+#     peer        torch's FP64 recurrence (.ext/peers/torch_recurrence_fp64.py), the recurrence's peer
 #     seq         seq --pipeline host and device (the recurrence and the chunked forwards on the GPU): their
 #                 wall times, and check --exact between their reports
-#     backward    the same with the backward (backward=stored): the chunked backwards on the GPU
+#     backward    the same with the backward (backward=stored): the chunked backwards on the GPU; then
+#                 bench --backward at C = 16 and 64
 #     sass        the recurrence kernel's SASS (K = 128), gzipped
 #     bench       `bench` of BEFORE and of this build, alternated, ROUNDS times (default 1)
 set -uo pipefail
 steps=",${1:-tests,recurrence,seq,backward,bench},"
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 mkdir -p build-cuda /work
-for b in chunkinv chunkinv_tests; do xz -dc ".ext/run/$b.xz" > "build-cuda/$b" && chmod +x "build-cuda/$b"; done
+for b in chunkinv chunkinv_tests chunkinv-prev chunkinv-alt; do
+  [ -f ".ext/run/$b.xz" ] && xz -dc ".ext/run/$b.xz" > "build-cuda/$b" && chmod +x "build-cuda/$b"
+done
 [ -e /work/main ] || ln -s "$PWD" /work/main
 export LD_LIBRARY_PATH="$PWD/.ext/bin/lib:$PWD/.ext/nettle/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CHUNKINV_DATA="$PWD/data"
@@ -33,11 +39,16 @@ if [[ $steps == *,tests,* ]]; then
   grep -E "^\[  (PASSED|FAILED)|tests ran|FAILED  \]|tests rc" /tmp/tests.log | tee -a "$OUT/carried.log"
 fi
 if [[ $steps == *,recurrence,* ]]; then
-  for round in 1 2; do for v in ${VERSIONS:-1 3 4}; do for b in ${BATCHES:-32 8}; do
-    "$B" bench --recurrence --batch $b --kernel-version "$v" -o "/tmp/rec-v$v-B$b-$round.json" > /tmp/rec.txt 2>&1
+  for round in 1 2; do for v in ${VERSIONS:-1 2}; do for b in ${BATCHES:-32 8}; do
+    bin=$B; [[ $v == prev* ]] && bin=$PWD/build-cuda/chunkinv-prev; [[ $v == alt* ]] && bin=$PWD/build-cuda/chunkinv-alt
+    ver=${v#prev}; ver=${ver#alt}
+    "$bin" bench --recurrence --batch $b --kernel-version "$ver" -o "/tmp/rec-v$v-B$b-$round.json" > /tmp/rec.txt 2>&1
     echo "recurrence v$v B=$b round $round rc=$? $(grep -E 'median|differ' /tmp/rec.txt | tr '\n' ' ')" | tee -a "$OUT/carried.log"
   done; done; done
   (cd /tmp && tar czf "$OUT/recurrence.tgz" rec-v*.json)
+fi
+if [[ $steps == *,peer,* ]]; then
+  timeout 120 python3 .ext/peers/torch_recurrence_fp64.py 2>&1 | grep -E "token-heads|Error" | tee -a "$OUT/carried.log"
 fi
 if [[ $steps == *,seq,* ]]; then
   SEQ=(seq -a family=model_like -a seq_len=4096 -a 'chunk=[16,64]' -a dim=128 -a value_dim=128 -a gating=channel
@@ -56,6 +67,10 @@ if [[ $steps == *,backward,* ]]; then
     echo "seq backward --pipeline $p rc=$? $(( ($(date +%s%N) - s0) / 1000000 )) ms" | tee -a "$OUT/carried.log"
   done
   "$B" check /tmp/bwd-device.json --baseline /tmp/bwd-host.json --exact --changes-only 2>&1 | tail -1 | tee -a "$OUT/carried.log"
+  for c in 16 64; do
+    timeout 200 "$B" bench --backward --chunk $c -o "/tmp/bench-backward-C$c.json" 2>&1 | grep -E "differ|GPU" | tee -a "$OUT/carried.log"
+  done
+  (cd /tmp && tar czf "$OUT/bench-backward.tgz" bench-backward-*.json)
 fi
 if [[ $steps == *,sass,* ]]; then
   cuobjdump -sass "$B" | awk '/Function : /{p = ($0 ~ /recurrence_kernelILi8E/)} p' | gzip > "$OUT/recurrence-sass.txt.gz"

@@ -50,11 +50,8 @@ run_bench B8 --batch 8
 run_bench B32 --batch 32
 run_bench B32-token --batch 32 --gating token
 run_bench B32-block2048 --batch 32 --block 2048
-# versions 2 (16 lanes a column pair), 3 and 4 (one step a token), alternated with version 1
+# version 2 (16 lanes a column pair), alternated with version 1
 run_bench B32-v2 --batch 32 --kernel-version 2
-run_bench B32-v3 --batch 32 --kernel-version 3
-run_bench B32-v4 --batch 32 --kernel-version 4
-run_bench B8-v3 --batch 8 --kernel-version 3
 run_bench B32-again --batch 32
 # 4. seq with the GPU recurrence as its reference: the host's report, figure for figure
 SEQ=(seq -a family=model_like -a seq_len=2048 -a chunk=64 -a dim=128 -a value_dim=128 -a gating=channel
@@ -84,7 +81,7 @@ try:
 except OSError:
     pass
 print("summary (token-heads/s, FP64, K = V = 128, T = 2048, H = 16):")
-for name in ("B8", "B32", "B32-token", "B32-block2048", "B32-v2", "B32-v3", "B32-v4", "B8-v3", "B32-again"):
+for name in ("B8", "B32", "B32-token", "B32-block2048", "B32-v2", "B32-again"):
     try:
         r = json.load(open(os.path.join(out, f"bench-recurrence-{name}.json")))["recurrence"]
     except (OSError, ValueError, KeyError):
@@ -93,7 +90,7 @@ for name in ("B8", "B32", "B32-token", "B32-block2048", "B32-v2", "B32-v3", "B32
     line = (f"  {name:14s} v{r.get('kernel_version', 1)} ours {ours:.3e} ({100 * (r['fraction_of_fp64_peak'] or 0):.1f}% of {r['fp64_peak_tflops']} TFLOP/s), "
             f"identical to the CPU: {r['identical_to_cpu']} ({r['o_values_checked']} o values, {len(r['checked_sequences'])} sequences), "
             f"{r['registers']} registers, {r['spill_bytes']} B local")
-    if name in ("B8", "B32", "B32-v2", "B32-v3", "B32-v4", "B8-v3") and r["batch"] in peer:
+    if name in ("B8", "B32", "B32-v2") and r["batch"] in peer:
         line += f"; peer {peer[r['batch']]:.3e}, ratio {ours / peer[r['batch']]:.1f}x"
     print(line)
 print("target: >= 1e8 token-heads/s at B = 32, identical_to_cpu true, tests and sanitizers rc=0")

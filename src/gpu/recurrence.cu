@@ -11,7 +11,8 @@
 // Layout. A block holds up to 64 value columns of one sequence; each warp
 // 8 of them, each group of 8 lanes (the slices r = 0..7) a column pair
 // (e0, e0 + 1). Lane r holds rows c = 16 i + 2 r + p (p = 0, 1) of both
-// columns in registers: 2 K / 8 doubles, the state never leaves them within
+// columns in registers, the column it keeps (e0 for r < 4, e0 + 1 for
+// r >= 4) first: 2 K / 8 doubles, the state never leaves them within
 // a launch. Row c's products go to chain p of slice r, as recurrence_dots
 // deals them (slice (c / 2) mod 8, chain c mod 2); the four chains of a
 // lane (two columns x two parities) are independent fma chains. A column's
@@ -23,7 +24,8 @@
 // gives each lane the other column's pred.
 //
 // Tokens are staged in shared memory 8 at a time (k, q and the decays for
-// every row, v for the block's columns, beta): 28.7 KB at K = 128. The
+// every row, v for the block's columns, beta): 28.7 KB at K = 128, two
+// stages (version 1: the next copied while this one runs). The
 // decays exp(g) come from a kernel of their own before each launch, by
 // detmath's one source (core/detmath_hd.hpp, --fmad=false): the CPU's
 // detmath::exp, bit for bit.
@@ -63,6 +65,14 @@ struct DeviceContext {
   __device__ __forceinline__ double* smem() const { return shared; }
   __device__ __forceinline__ void sync() const { __syncthreads(); }
   __device__ __forceinline__ double shfl_xor(double v, int mask) const { return __shfl_xor_sync(0xffffffffu, v, mask); }
+  // n = 1 or 2 doubles from global to shared memory, not waited for (cp.async; 16 bytes: both 16-byte aligned).
+  __device__ __forceinline__ void copy_async(double* to, const double* from, int n) const {
+    const unsigned s = unsigned(__cvta_generic_to_shared(to));
+    if (n == 2) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(from) : "memory");
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(from) : "memory");
+  }
+  // This thread's copies are done (and visible to it; a barrier makes them everyone's).
+  __device__ __forceinline__ void wait_copies() const { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 };
 
 __global__ void decay_kernel(const double* g, double* d, Layout layout, int t0, int count, int width, size_t total) {
@@ -87,27 +97,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 3) recurrence_kernel_v2(const 
   recurrence_block_v2<NI>(a, x);
 }
 
-// Version 3: version 1's lanes, one pass over the state a token.
-template <int NI>
-__global__ void __launch_bounds__(kMaxWarps * 32, 2) recurrence_kernel_v3(const __grid_constant__ Args a) {
-  extern __shared__ __align__(16) double smem[];
-  DeviceContext x{smem};
-  recurrence_block_v3<NI>(a, x);
-}
-
-template <int NI>
-__global__ void __launch_bounds__(kMaxWarps * 32, 2) recurrence_kernel_v4(const __grid_constant__ Args a) {
-  extern __shared__ __align__(16) double smem[];
-  DeviceContext x{smem};
-  recurrence_block_v4<NI>(a, x);
-}
-
 template <int NI>
 const void* kernel_of(int version) {
-  return version == 2   ? reinterpret_cast<const void*>(&recurrence_kernel_v2<NI>)
-         : version == 3 ? reinterpret_cast<const void*>(&recurrence_kernel_v3<NI>)
-         : version == 4 ? reinterpret_cast<const void*>(&recurrence_kernel_v4<NI>)
-                        : reinterpret_cast<const void*>(&recurrence_kernel<NI>);
+  return version == 2 ? reinterpret_cast<const void*>(&recurrence_kernel_v2<NI>)
+                      : reinterpret_cast<const void*>(&recurrence_kernel<NI>);
 }
 const void* kernel_of(int K, int version) {
   switch (K) {
@@ -121,8 +114,6 @@ const void* kernel_of(int K, int version) {
 template <int NI>
 void launch_block(int version, dim3 grid, int threads, size_t smem, const Args& a) {
   if (version == 2) recurrence_kernel_v2<NI><<<grid, threads, smem>>>(a);
-  else if (version == 3) recurrence_kernel_v3<NI><<<grid, threads, smem>>>(a);
-  else if (version == 4) recurrence_kernel_v4<NI><<<grid, threads, smem>>>(a);
   else recurrence_kernel<NI><<<grid, threads, smem>>>(a);
 }
 
@@ -137,7 +128,8 @@ void launch(const double* q, const double* k, const double* g, const double* bet
   const Shape sh = shape_of(K, V, version);
   const dim3 grid(unsigned(n), unsigned(sh.blocks_per_sequence));
   const int threads = sh.warps * 32;
-  const size_t smem = sh.smem_bytes;
+  const size_t smem = sh.smem_bytes;  // over the 48 KB a launch gets unasked at K = 128 (two stages)
+  CUDA_CHECK(cudaFuncSetAttribute(kernel_of(K, version), cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const Args a{q, k, d, beta, v, o, state, layout, t0, count, V, W, scale};
   switch (K) {
     case 16: launch_block<1>(version, grid, threads, smem, a); break;

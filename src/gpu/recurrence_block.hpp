@@ -30,6 +30,12 @@ constexpr int columns_per_warp() {
 struct Layout {
   int tokens = 0, heads = 1;
   CHUNKINV_HD size_t row(int s, int t) const { return (size_t(s / heads) * tokens + t) * heads + s % heads; }
+  // Sequence s's rows, token t's at first + t step: row() without its division in a token loop.
+  struct Rows {
+    size_t first, step;
+    CHUNKINV_HD size_t of(int t) const { return first + size_t(t) * step; }
+  };
+  CHUNKINV_HD Rows rows(int s) const { return {row(s, 0), size_t(heads)}; }
 };
 
 struct Args {
@@ -50,8 +56,8 @@ inline Shape shape_of(int K, int V, int version = 1) {
   const int cpw = version == 2 ? columns_per_warp<16>() : columns_per_warp<8>();
   const int warps = V < kMaxWarps * cpw ? (V + cpw - 1) / cpw : kMaxWarps;
   const int cols = warps * cpw;
-  return {warps, cols, (V + cols - 1) / cols,
-          (3 * size_t(kStageTokens) * K + size_t(kStageTokens) * cols + kStageTokens) * sizeof(double)};
+  const size_t stage = 3 * size_t(kStageTokens) * K + size_t(kStageTokens) * cols + kStageTokens;
+  return {warps, cols, (V + cols - 1) / cols, (version == 2 ? 1 : 2) * stage * sizeof(double)};
 }
 
 #ifdef __CUDACC__
@@ -86,11 +92,11 @@ CHUNKINV_HD inline void decay_one(const double* g, double* d, Layout layout, int
 }
 
 // The column sum of recurrence_dots' order from the lane's slice partials
-// of its two columns; the result is the `kept` column's (lanes r < 4: 0).
+// of its own column (the one it keeps: lanes r < 4 the pair's first, r >= 4
+// its second) and of the other, which lane r ^ 4 keeps: no select.
 template <class X>
-CHUNKINV_HD inline double column_sum(X& x, double part0, double part1, int kept) {
-  const double mine = kept ? part1 : part0, other = kept ? part0 : part1;
-  double sum = add_rn(mine, x.shfl_xor(other, 4));  // P_r + P_(r ^ 4)
+CHUNKINV_HD inline double column_sum(X& x, double own, double other) {
+  double sum = add_rn(own, x.shfl_xor(other, 4));  // P_r + P_(r ^ 4)
   sum = add_rn(sum, x.shfl_xor(sum, 1));
   return add_rn(sum, x.shfl_xor(sum, 2));
 }
@@ -112,10 +118,11 @@ template <int K, class X>
 CHUNKINV_HD inline void stage_tokens(const Args& a, X& x, const Staged& sh, int s, int cols, int col0, int t, int nt) {
   const int threads = x.threads(), tid = x.thread(), V = a.value_dim;
   double *sk = sh.k, *sq = sh.q, *sd = sh.d, *sv = sh.v, *sb = sh.beta;
+  const Layout::Rows rows = a.layout.rows(s);
   x.sync();  // every lane is done with the previous stage
   for (int i = tid; i < nt * (K / 2); i += threads) {
     const int j = i / (K / 2), c = 2 * (i % (K / 2));
-    const size_t row = a.layout.row(s, a.t0 + t + j);
+    const size_t row = rows.of(a.t0 + t + j);
     *reinterpret_cast<Pair*>(sk + j * K + c) = *reinterpret_cast<const Pair*>(a.k + row * K + c);
     *reinterpret_cast<Pair*>(sq + j * K + c) = *reinterpret_cast<const Pair*>(a.q + row * K + c);
     const double* dj = a.d + (size_t(s) * a.count + t + j) * a.gate_width;
@@ -128,64 +135,84 @@ CHUNKINV_HD inline void stage_tokens(const Args& a, X& x, const Staged& sh, int 
   }
   for (int i = tid; i < nt * cols; i += threads) {
     const int j = i / cols, e = col0 + i % cols;
-    sv[i] = e < V ? a.v[a.layout.row(s, a.t0 + t + j) * V + e] : 0.0;
+    sv[i] = e < V ? a.v[rows.of(a.t0 + t + j) * V + e] : 0.0;
   }
-  if (tid < nt) sb[tid] = a.beta[a.layout.row(s, a.t0 + t + tid)];
+  if (tid < nt) sb[tid] = a.beta[rows.of(a.t0 + t + tid)];
   x.sync();
 }
 
 // One block of the recurrence kernel, version 1: columns [block_y cols, +
 // cols) of sequence block_x, every token of the launch. K = 16 NI. Every
 // lane of every warp runs every step (the shuffles need all 32); columns
-// past V hold zeros and are never written. Its staging is stage_tokens'
-// lines inline, as measured (the call costs this kernel two registers).
+// past V hold zeros and are never written. Its staging is double-buffered:
+// tokens t + 8 .. t + 15 are copied into one buffer (x.copy_async: no
+// register, no wait) while tokens t .. t + 7 run from the other, one
+// barrier a stage.
 template <int NI, class X>
 CHUNKINV_HD inline void recurrence_block(const Args& a, X& x) {
   constexpr int K = 16 * NI, NR = 2 * NI, CPW = columns_per_warp<8>();
   const int threads = x.threads(), tid = x.thread();
   const int cols = CPW * (threads / 32);
-  double* sk = x.smem();
-  double* sq = sk + kStageTokens * K;
-  double* sd = sq + kStageTokens * K;
-  double* sv = sd + kStageTokens * K;
-  double* sb = sv + kStageTokens * cols;
+  const int stage_doubles = 3 * kStageTokens * K + kStageTokens * cols + kStageTokens;
   const int s = x.block_x(), V = a.value_dim;
+  const Layout::Rows rows = a.layout.rows(s);
   const int lane = tid & 31, r = lane & (kSlices - 1), kept = r >> 2;
   const int col0 = x.block_y() * cols;
   const int e0 = col0 + (tid >> 5) * CPW + (lane / kSlices) * 2;  // columns e0, e0 + 1
+  const int own = e0 + kept, other = e0 + 1 - kept;  // the column the lane keeps, and its pair's other
   double* state = a.state + size_t(s) * K * V;
-  double s0[NR], s1[NR];  // row 16 i + 2 r + p at [2 i + p], of column e0 and e0 + 1
+  double s0[NR], s1[NR];  // row 16 i + 2 r + p at [2 i + p], of column own and other
   CHUNKINV_UNROLL
   for (int i = 0; i < NI; ++i)
     CHUNKINV_UNROLL
     for (int p = 0; p < 2; ++p) {
       const size_t c = 16 * i + 2 * r + p;
-      s0[2 * i + p] = e0 < V ? state[c * V + e0] : 0.0;
-      s1[2 * i + p] = e0 + 1 < V ? state[c * V + e0 + 1] : 0.0;
+      s0[2 * i + p] = own < V ? state[c * V + own] : 0.0;
+      s1[2 * i + p] = other < V ? state[c * V + other] : 0.0;
     }
 
-  for (int t = 0; t < a.count; t += kStageTokens) {
+  // Tokens [t, t + nt) into buffer b, copied without waiting (x.copy_async):
+  // they are this thread's to wait for (x.wait_copies) before the barrier
+  // that makes them everyone's.
+  const auto stage = [&](int t, int b) {
     const int nt = a.count - t < kStageTokens ? a.count - t : kStageTokens;
-    x.sync();  // every lane is done with the previous stage
+    double* sk = x.smem() + b * stage_doubles;
+    double* sq = sk + kStageTokens * K;
+    double* sd = sq + kStageTokens * K;
+    double* sv = sd + kStageTokens * K;
+    double* sb = sv + kStageTokens * cols;
     for (int i = tid; i < nt * (K / 2); i += threads) {
       const int j = i / (K / 2), c = 2 * (i % (K / 2));
-      const size_t row = a.layout.row(s, a.t0 + t + j);
-      *reinterpret_cast<Pair*>(sk + j * K + c) = *reinterpret_cast<const Pair*>(a.k + row * K + c);
-      *reinterpret_cast<Pair*>(sq + j * K + c) = *reinterpret_cast<const Pair*>(a.q + row * K + c);
+      const size_t row = rows.of(a.t0 + t + j);
+      x.copy_async(sk + j * K + c, a.k + row * K + c, 2);
+      x.copy_async(sq + j * K + c, a.q + row * K + c, 2);
       const double* dj = a.d + (size_t(s) * a.count + t + j) * a.gate_width;
       if (a.gate_width == 1) {
-        sd[j * K + c] = dj[0];
-        sd[j * K + c + 1] = dj[0];
+        x.copy_async(sd + j * K + c, dj, 1);
+        x.copy_async(sd + j * K + c + 1, dj, 1);
       } else {
-        *reinterpret_cast<Pair*>(sd + j * K + c) = *reinterpret_cast<const Pair*>(dj + c);
+        x.copy_async(sd + j * K + c, dj + c, 2);
       }
     }
     for (int i = tid; i < nt * cols; i += threads) {
       const int j = i / cols, e = col0 + i % cols;
-      sv[i] = e < V ? a.v[a.layout.row(s, a.t0 + t + j) * V + e] : 0.0;
+      if (e < V) x.copy_async(sv + i, a.v + rows.of(a.t0 + t + j) * V + e, 1);
+      else sv[i] = 0.0;
     }
-    if (tid < nt) sb[tid] = a.beta[a.layout.row(s, a.t0 + t + tid)];
-    x.sync();
+    if (tid < nt) x.copy_async(sb + tid, a.beta + rows.of(a.t0 + t + tid), 1);
+  };
+
+  if (a.count > 0) stage(0, 0);
+  for (int t = 0, b = 0; t < a.count; t += kStageTokens, b ^= 1) {
+    const int nt = a.count - t < kStageTokens ? a.count - t : kStageTokens;
+    x.wait_copies();  // this thread's copies of tokens [t, t + nt)
+    x.sync();         // everyone's; and every lane is done with buffer b ^ 1 (tokens t - 8 on)
+    if (t + kStageTokens < a.count) stage(t + kStageTokens, b ^ 1);  // in flight while these tokens run
+    const double* sk = x.smem() + b * stage_doubles;
+    const double* sq = sk + kStageTokens * K;
+    const double* sd = sq + kStageTokens * K;
+    const double* sv = sd + kStageTokens * K;
+    const double* sb = sv + kStageTokens * cols;
 
     for (int j = 0; j < nt; ++j) {
       const double* kj = sk + j * K + 2 * r;
@@ -206,10 +233,9 @@ CHUNKINV_HD inline void recurrence_block(const Args& a, X& x) {
         c10 = fma_rn(kk.x, s1[2 * i], c10);
         c11 = fma_rn(kk.y, s1[2 * i + 1], c11);
       }
-      const double dot_k = column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept);
-      const double pred = mul_rn(sb[j], sub_rn(sv[j * cols + (e0 - col0) + kept], dot_k));
-      const double pred_other = x.shfl_xor(pred, 4);
-      const double p0 = kept ? pred_other : pred, p1 = kept ? pred : pred_other;
+      const double dot_k = column_sum(x, add_rn(c00, c01), add_rn(c10, c11));
+      const double p0 = mul_rn(sb[j], sub_rn(sv[j * cols + (own - col0)], dot_k));  // own column's pred
+      const double p1 = x.shfl_xor(p0, 4);                                          // the other's
       // S += k pred^T, then q^T S
       c00 = c01 = c10 = c11 = 0.0;
       CHUNKINV_UNROLL
@@ -225,9 +251,8 @@ CHUNKINV_HD inline void recurrence_block(const Args& a, X& x) {
         c10 = fma_rn(qq.x, s1[2 * i], c10);
         c11 = fma_rn(qq.y, s1[2 * i + 1], c11);
       }
-      const double dot_q = column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept);
-      const int e = e0 + kept;
-      if ((r & 3) == 0 && e < V) a.o[a.layout.row(s, a.t0 + t + j) * V + e] = mul_rn(a.scale, dot_q);
+      const double dot_q = column_sum(x, add_rn(c00, c01), add_rn(c10, c11));
+      if ((r & 3) == 0 && own < V) a.o[rows.of(a.t0 + t + j) * V + own] = mul_rn(a.scale, dot_q);
     }
   }
 
@@ -236,277 +261,8 @@ CHUNKINV_HD inline void recurrence_block(const Args& a, X& x) {
     CHUNKINV_UNROLL
     for (int p = 0; p < 2; ++p) {
       const size_t c = 16 * i + 2 * r + p;
-      if (e0 < V) state[c * V + e0] = s0[2 * i + p];
-      if (e0 + 1 < V) state[c * V + e0 + 1] = s1[2 * i + p];
-    }
-}
-
-// Version 3: version 1's lanes and state, with one pass over the state a
-// token where version 1 makes two. Version 1's second pass of token j (S +=
-// k_j pred_j^T, then q_j^T S) and its first pass of token j + 1 (S =
-// diag(d_(j+1)) S, then k_(j+1)^T S) run as one loop: each state element is
-// updated, feeds q_j's chain, is decayed and feeds k_(j+1)'s chain, so the
-// two dots' chains and then their column sums are independent and overlap.
-// Each chain takes the same operands in the same order as version 1's, so
-// the same bits; the first token of a stage has its own first pass (token
-// j + 1 must be staged), the last its own second one.
-template <int NI, class X>
-CHUNKINV_HD inline void recurrence_block_v3(const Args& a, X& x) {
-  constexpr int K = 16 * NI, NR = 2 * NI, CPW = columns_per_warp<8>();
-  const int threads = x.threads(), tid = x.thread();
-  const int cols = CPW * (threads / 32);
-  const Staged sh = staged(x, K, cols);
-  const double *sk = sh.k, *sq = sh.q, *sd = sh.d, *sv = sh.v, *sb = sh.beta;
-  const int s = x.block_x(), V = a.value_dim;
-  const int lane = tid & 31, r = lane & (kSlices - 1), kept = r >> 2;
-  const int col0 = x.block_y() * cols;
-  const int e0 = col0 + (tid >> 5) * CPW + (lane / kSlices) * 2;  // columns e0, e0 + 1
-  const int e = e0 + kept;
-  double* state = a.state + size_t(s) * K * V;
-  double s0[NR], s1[NR];  // row 16 i + 2 r + p at [2 i + p], of column e0 and e0 + 1
-  CHUNKINV_UNROLL
-  for (int i = 0; i < NI; ++i)
-    CHUNKINV_UNROLL
-    for (int p = 0; p < 2; ++p) {
-      const size_t c = 16 * i + 2 * r + p;
-      s0[2 * i + p] = e0 < V ? state[c * V + e0] : 0.0;
-      s1[2 * i + p] = e0 + 1 < V ? state[c * V + e0 + 1] : 0.0;
-    }
-  // pred of token j from its k^T S (the lane's kept column), to both columns' lanes
-  const auto preds = [&](int j, double dot_k, double& p0, double& p1) {
-    const double pred = mul_rn(sb[j], sub_rn(sv[j * cols + (e0 - col0) + kept], dot_k));
-    const double pred_other = x.shfl_xor(pred, 4);
-    p0 = kept ? pred_other : pred;
-    p1 = kept ? pred : pred_other;
-  };
-  const auto output = [&](int t, double dot_q) {
-    if ((r & 3) == 0 && e < V) a.o[a.layout.row(s, a.t0 + t) * V + e] = mul_rn(a.scale, dot_q);
-  };
-
-  for (int t = 0; t < a.count; t += kStageTokens) {
-    const int nt = a.count - t < kStageTokens ? a.count - t : kStageTokens;
-    stage_tokens<K>(a, x, sh, s, cols, col0, t, nt);
-
-    double p0, p1;
-    {  // token 0: S = diag(e^g) S, then k^T S
-      const double* k0 = sk + 2 * r;
-      const double* d0 = sd + 2 * r;
-      double c00 = 0.0, c01 = 0.0, c10 = 0.0, c11 = 0.0;
-      CHUNKINV_UNROLL
-      for (int i = 0; i < NI; ++i) {
-        const Pair dd = *reinterpret_cast<const Pair*>(d0 + 16 * i);
-        const Pair kk = *reinterpret_cast<const Pair*>(k0 + 16 * i);
-        s0[2 * i] = mul_rn(s0[2 * i], dd.x);
-        s0[2 * i + 1] = mul_rn(s0[2 * i + 1], dd.y);
-        s1[2 * i] = mul_rn(s1[2 * i], dd.x);
-        s1[2 * i + 1] = mul_rn(s1[2 * i + 1], dd.y);
-        c00 = fma_rn(kk.x, s0[2 * i], c00);
-        c01 = fma_rn(kk.y, s0[2 * i + 1], c01);
-        c10 = fma_rn(kk.x, s1[2 * i], c10);
-        c11 = fma_rn(kk.y, s1[2 * i + 1], c11);
-      }
-      preds(0, column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept), p0, p1);
-    }
-    for (int j = 0; j + 1 < nt; ++j) {  // S += k_j pred_j^T, q_j^T S; S = diag(d_(j+1)) S, k_(j+1)^T S
-      const double* kj = sk + j * K + 2 * r;
-      const double* qj = sq + j * K + 2 * r;
-      const double* dn = sd + (j + 1) * K + 2 * r;
-      const double* kn = sk + (j + 1) * K + 2 * r;
-      double c00 = 0.0, c01 = 0.0, c10 = 0.0, c11 = 0.0;
-      CHUNKINV_UNROLL
-      for (int i = 0; i < NI; ++i) {
-        const Pair kk = *reinterpret_cast<const Pair*>(kj + 16 * i);
-        const Pair qq = *reinterpret_cast<const Pair*>(qj + 16 * i);
-        s0[2 * i] = fma_rn(kk.x, p0, s0[2 * i]);
-        s0[2 * i + 1] = fma_rn(kk.y, p0, s0[2 * i + 1]);
-        s1[2 * i] = fma_rn(kk.x, p1, s1[2 * i]);
-        s1[2 * i + 1] = fma_rn(kk.y, p1, s1[2 * i + 1]);
-        c00 = fma_rn(qq.x, s0[2 * i], c00);
-        c01 = fma_rn(qq.y, s0[2 * i + 1], c01);
-        c10 = fma_rn(qq.x, s1[2 * i], c10);
-        c11 = fma_rn(qq.y, s1[2 * i + 1], c11);
-      }
-      const double dot_q = column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept);  // in flight during the decay
-      c00 = c01 = c10 = c11 = 0.0;
-      CHUNKINV_UNROLL
-      for (int i = 0; i < NI; ++i) {
-        const Pair dd = *reinterpret_cast<const Pair*>(dn + 16 * i);
-        const Pair kk = *reinterpret_cast<const Pair*>(kn + 16 * i);
-        s0[2 * i] = mul_rn(s0[2 * i], dd.x);
-        s0[2 * i + 1] = mul_rn(s0[2 * i + 1], dd.y);
-        s1[2 * i] = mul_rn(s1[2 * i], dd.x);
-        s1[2 * i + 1] = mul_rn(s1[2 * i + 1], dd.y);
-        c00 = fma_rn(kk.x, s0[2 * i], c00);
-        c01 = fma_rn(kk.y, s0[2 * i + 1], c01);
-        c10 = fma_rn(kk.x, s1[2 * i], c10);
-        c11 = fma_rn(kk.y, s1[2 * i + 1], c11);
-      }
-      const double dot_k = column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept);
-      output(t + j, dot_q);
-      preds(j + 1, dot_k, p0, p1);
-    }
-    {  // the stage's last token: S += k pred^T, then q^T S
-      const int j = nt - 1;
-      const double* kj = sk + j * K + 2 * r;
-      const double* qj = sq + j * K + 2 * r;
-      double c00 = 0.0, c01 = 0.0, c10 = 0.0, c11 = 0.0;
-      CHUNKINV_UNROLL
-      for (int i = 0; i < NI; ++i) {
-        const Pair kk = *reinterpret_cast<const Pair*>(kj + 16 * i);
-        const Pair qq = *reinterpret_cast<const Pair*>(qj + 16 * i);
-        s0[2 * i] = fma_rn(kk.x, p0, s0[2 * i]);
-        s0[2 * i + 1] = fma_rn(kk.y, p0, s0[2 * i + 1]);
-        s1[2 * i] = fma_rn(kk.x, p1, s1[2 * i]);
-        s1[2 * i + 1] = fma_rn(kk.y, p1, s1[2 * i + 1]);
-        c00 = fma_rn(qq.x, s0[2 * i], c00);
-        c01 = fma_rn(qq.y, s0[2 * i + 1], c01);
-        c10 = fma_rn(qq.x, s1[2 * i], c10);
-        c11 = fma_rn(qq.y, s1[2 * i + 1], c11);
-      }
-      output(t + j, column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept));
-    }
-  }
-
-  CHUNKINV_UNROLL
-  for (int i = 0; i < NI; ++i)
-    CHUNKINV_UNROLL
-    for (int p = 0; p < 2; ++p) {
-      const size_t c = 16 * i + 2 * r + p;
-      if (e0 < V) state[c * V + e0] = s0[2 * i + p];
-      if (e0 + 1 < V) state[c * V + e0 + 1] = s1[2 * i + p];
-    }
-}
-
-// Version 4 (under trial against version 3): version 3 with the two dots'
-// chains in one loop (eight accumulators a lane) rather than two loops.
-// Version 3's text otherwise: version 1's lanes and state, one pass a token. Version 1's second pass of token j (S +=
-// k_j pred_j^T, then q_j^T S) and its first pass of token j + 1 (S =
-// diag(d_(j+1)) S, then k_(j+1)^T S) run as one loop: each state element is
-// updated, feeds q_j's chain, is decayed and feeds k_(j+1)'s chain, so the
-// two dots' chains and then their column sums are independent and overlap.
-// Each chain takes the same operands in the same order as version 1's, so
-// the same bits; the first token of a stage has its own first pass (token
-// j + 1 must be staged), the last its own second one.
-template <int NI, class X>
-CHUNKINV_HD inline void recurrence_block_v4(const Args& a, X& x) {
-  constexpr int K = 16 * NI, NR = 2 * NI, CPW = columns_per_warp<8>();
-  const int threads = x.threads(), tid = x.thread();
-  const int cols = CPW * (threads / 32);
-  const Staged sh = staged(x, K, cols);
-  const double *sk = sh.k, *sq = sh.q, *sd = sh.d, *sv = sh.v, *sb = sh.beta;
-  const int s = x.block_x(), V = a.value_dim;
-  const int lane = tid & 31, r = lane & (kSlices - 1), kept = r >> 2;
-  const int col0 = x.block_y() * cols;
-  const int e0 = col0 + (tid >> 5) * CPW + (lane / kSlices) * 2;  // columns e0, e0 + 1
-  const int e = e0 + kept;
-  double* state = a.state + size_t(s) * K * V;
-  double s0[NR], s1[NR];  // row 16 i + 2 r + p at [2 i + p], of column e0 and e0 + 1
-  CHUNKINV_UNROLL
-  for (int i = 0; i < NI; ++i)
-    CHUNKINV_UNROLL
-    for (int p = 0; p < 2; ++p) {
-      const size_t c = 16 * i + 2 * r + p;
-      s0[2 * i + p] = e0 < V ? state[c * V + e0] : 0.0;
-      s1[2 * i + p] = e0 + 1 < V ? state[c * V + e0 + 1] : 0.0;
-    }
-  // pred of token j from its k^T S (the lane's kept column), to both columns' lanes
-  const auto preds = [&](int j, double dot_k, double& p0, double& p1) {
-    const double pred = mul_rn(sb[j], sub_rn(sv[j * cols + (e0 - col0) + kept], dot_k));
-    const double pred_other = x.shfl_xor(pred, 4);
-    p0 = kept ? pred_other : pred;
-    p1 = kept ? pred : pred_other;
-  };
-  const auto output = [&](int t, double dot_q) {
-    if ((r & 3) == 0 && e < V) a.o[a.layout.row(s, a.t0 + t) * V + e] = mul_rn(a.scale, dot_q);
-  };
-
-  for (int t = 0; t < a.count; t += kStageTokens) {
-    const int nt = a.count - t < kStageTokens ? a.count - t : kStageTokens;
-    stage_tokens<K>(a, x, sh, s, cols, col0, t, nt);
-
-    double p0, p1;
-    {  // token 0: S = diag(e^g) S, then k^T S
-      const double* k0 = sk + 2 * r;
-      const double* d0 = sd + 2 * r;
-      double c00 = 0.0, c01 = 0.0, c10 = 0.0, c11 = 0.0;
-      CHUNKINV_UNROLL
-      for (int i = 0; i < NI; ++i) {
-        const Pair dd = *reinterpret_cast<const Pair*>(d0 + 16 * i);
-        const Pair kk = *reinterpret_cast<const Pair*>(k0 + 16 * i);
-        s0[2 * i] = mul_rn(s0[2 * i], dd.x);
-        s0[2 * i + 1] = mul_rn(s0[2 * i + 1], dd.y);
-        s1[2 * i] = mul_rn(s1[2 * i], dd.x);
-        s1[2 * i + 1] = mul_rn(s1[2 * i + 1], dd.y);
-        c00 = fma_rn(kk.x, s0[2 * i], c00);
-        c01 = fma_rn(kk.y, s0[2 * i + 1], c01);
-        c10 = fma_rn(kk.x, s1[2 * i], c10);
-        c11 = fma_rn(kk.y, s1[2 * i + 1], c11);
-      }
-      preds(0, column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept), p0, p1);
-    }
-    for (int j = 0; j + 1 < nt; ++j) {  // S += k_j pred_j^T, q_j^T S; S = diag(d_(j+1)) S, k_(j+1)^T S
-      const double* kj = sk + j * K + 2 * r;
-      const double* qj = sq + j * K + 2 * r;
-      const double* dn = sd + (j + 1) * K + 2 * r;
-      const double* kn = sk + (j + 1) * K + 2 * r;
-      double q00 = 0.0, q01 = 0.0, q10 = 0.0, q11 = 0.0, k00 = 0.0, k01 = 0.0, k10 = 0.0, k11 = 0.0;
-      CHUNKINV_UNROLL
-      for (int i = 0; i < NI; ++i) {
-        const Pair kk = *reinterpret_cast<const Pair*>(kj + 16 * i);
-        const Pair qq = *reinterpret_cast<const Pair*>(qj + 16 * i);
-        const Pair dd = *reinterpret_cast<const Pair*>(dn + 16 * i);
-        const Pair kx = *reinterpret_cast<const Pair*>(kn + 16 * i);
-        s0[2 * i] = fma_rn(kk.x, p0, s0[2 * i]);
-        s0[2 * i + 1] = fma_rn(kk.y, p0, s0[2 * i + 1]);
-        s1[2 * i] = fma_rn(kk.x, p1, s1[2 * i]);
-        s1[2 * i + 1] = fma_rn(kk.y, p1, s1[2 * i + 1]);
-        q00 = fma_rn(qq.x, s0[2 * i], q00);
-        q01 = fma_rn(qq.y, s0[2 * i + 1], q01);
-        q10 = fma_rn(qq.x, s1[2 * i], q10);
-        q11 = fma_rn(qq.y, s1[2 * i + 1], q11);
-        s0[2 * i] = mul_rn(s0[2 * i], dd.x);
-        s0[2 * i + 1] = mul_rn(s0[2 * i + 1], dd.y);
-        s1[2 * i] = mul_rn(s1[2 * i], dd.x);
-        s1[2 * i + 1] = mul_rn(s1[2 * i + 1], dd.y);
-        k00 = fma_rn(kx.x, s0[2 * i], k00);
-        k01 = fma_rn(kx.y, s0[2 * i + 1], k01);
-        k10 = fma_rn(kx.x, s1[2 * i], k10);
-        k11 = fma_rn(kx.y, s1[2 * i + 1], k11);
-      }
-      const double dot_q = column_sum(x, add_rn(q00, q01), add_rn(q10, q11), kept);
-      const double dot_k = column_sum(x, add_rn(k00, k01), add_rn(k10, k11), kept);
-      output(t + j, dot_q);
-      preds(j + 1, dot_k, p0, p1);
-    }
-    {  // the stage's last token: S += k pred^T, then q^T S
-      const int j = nt - 1;
-      const double* kj = sk + j * K + 2 * r;
-      const double* qj = sq + j * K + 2 * r;
-      double c00 = 0.0, c01 = 0.0, c10 = 0.0, c11 = 0.0;
-      CHUNKINV_UNROLL
-      for (int i = 0; i < NI; ++i) {
-        const Pair kk = *reinterpret_cast<const Pair*>(kj + 16 * i);
-        const Pair qq = *reinterpret_cast<const Pair*>(qj + 16 * i);
-        s0[2 * i] = fma_rn(kk.x, p0, s0[2 * i]);
-        s0[2 * i + 1] = fma_rn(kk.y, p0, s0[2 * i + 1]);
-        s1[2 * i] = fma_rn(kk.x, p1, s1[2 * i]);
-        s1[2 * i + 1] = fma_rn(kk.y, p1, s1[2 * i + 1]);
-        c00 = fma_rn(qq.x, s0[2 * i], c00);
-        c01 = fma_rn(qq.y, s0[2 * i + 1], c01);
-        c10 = fma_rn(qq.x, s1[2 * i], c10);
-        c11 = fma_rn(qq.y, s1[2 * i + 1], c11);
-      }
-      output(t + j, column_sum(x, add_rn(c00, c01), add_rn(c10, c11), kept));
-    }
-  }
-
-  CHUNKINV_UNROLL
-  for (int i = 0; i < NI; ++i)
-    CHUNKINV_UNROLL
-    for (int p = 0; p < 2; ++p) {
-      const size_t c = 16 * i + 2 * r + p;
-      if (e0 < V) state[c * V + e0] = s0[2 * i + p];
-      if (e0 + 1 < V) state[c * V + e0 + 1] = s1[2 * i + p];
+      if (own < V) state[c * V + own] = s0[2 * i + p];
+      if (other < V) state[c * V + other] = s1[2 * i + p];
     }
 }
 
@@ -538,6 +294,7 @@ CHUNKINV_HD inline void recurrence_block_v2(const Args& a, X& x) {
   const Staged sh = staged(x, K, cols);
   const double *sk = sh.k, *sq = sh.q, *sd = sh.d, *sv = sh.v, *sb = sh.beta;
   const int s = x.block_x(), V = a.value_dim;
+  const Layout::Rows rows = a.layout.rows(s);
   const int lane = tid & 31, r = lane & (kSlices - 1), p = (lane >> 3) & 1;
   const int col0 = x.block_y() * cols;
   const int e0 = col0 + (tid >> 5) * CPW + (lane >> 4) * 2;  // columns e0, e0 + 1
@@ -584,7 +341,7 @@ CHUNKINV_HD inline void recurrence_block_v2(const Args& a, X& x) {
       }
       const double dot_q = column_sum_split(x, c0, c1, p);
       const int e = e0 + p;
-      if (r == 0 && e < V) a.o[a.layout.row(s, a.t0 + t + j) * V + e] = mul_rn(a.scale, dot_q);
+      if (r == 0 && e < V) a.o[rows.of(a.t0 + t + j) * V + e] = mul_rn(a.scale, dot_q);
     }
   }
 

@@ -80,7 +80,7 @@ TEST(GpuRecurrence, EqualsTheCpuRecurrenceBitForBit) {
       {"model_like", 32, 72, 64, "token", true, {16, 48}},
       {"model_like", 64, 200, 48, "channel", false, {5, 43}},
   };
-  for (const int version : {1, 2, 3, 4})
+  for (const int version : {1, 2})
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "version " << version << " " << c.family << " K=" << c.K << " V=" << c.V
                                       << " T=" << c.T << " " << c.gating << (c.h0 ? " h0" : ""));
@@ -140,6 +140,9 @@ struct HostContext {
   int block_y() const { return b->by; }
   double* smem() const { return b->shared.data(); }
   void sync() const { b->all.arrive_and_wait(); }
+  // The device's asynchronous copy done at once: a wait or a barrier later, as there.
+  void copy_async(double* to, const double* from, int n) const { std::copy(from, from + n, to); }
+  void wait_copies() const {}
   double shfl_xor(double v, int mask) const {
     std::barrier<>& warp = *b->warps[tid / 32];
     b->slots[tid] = v;
@@ -156,8 +159,6 @@ void host_block(int version, const gpu::recurrence::Args& a, HostContext& x) {
   using namespace gpu::recurrence;
   switch (version) {
     case 2: return recurrence_block_v2<NI>(a, x);
-    case 3: return recurrence_block_v3<NI>(a, x);
-    case 4: return recurrence_block_v4<NI>(a, x);
     default: return recurrence_block<NI>(a, x);
   }
 }
@@ -189,10 +190,10 @@ void emulated_launch(int K, const gpu::recurrence::Args& a, const double* g, int
 TEST(GpuRecurrenceSource, KernelBodiesOnTheHostEqualTheRecurrence) {
   const std::vector<Case> cases = {
       {"model_like", 128, 128, 21, "channel", true, {13, 8}},
-      {"model_like", 16, 13, 19, "token", true, {9, 10}},
+      {"model_like", 16, 13, 50, "token", true, {9, 41}},  // 41: four stages, each buffer filled twice
       {"model_like", 32, 72, 10, "channel", false, {10}},
   };
-  for (const int version : {1, 2, 3, 4})
+  for (const int version : {1, 2})
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "version " << version << " K=" << c.K << " V=" << c.V << " " << c.gating
                                       << (c.h0 ? " h0" : ""));
