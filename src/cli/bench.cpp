@@ -93,6 +93,16 @@ class Counted final : public Sink {
   std::string what_;
 };
 
+// A figure for the JSON: null where it is not finite.
+nlohmann::json num(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+// The GPUs this process sees, by name and compute capability.
+nlohmann::json device_names() {
+  nlohmann::json devs = nlohmann::json::array();
+  for (const auto& d : gpu::devices()) devs.push_back(fmt::format("{} (cc {}.{})", d.name, d.cc_major, d.cc_minor));
+  return devs;
+}
+
 double median_of(std::vector<double> v) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
@@ -324,13 +334,10 @@ void bench(const BenchArgs& a) {
   if (!a.quiet)
     for (const auto& s : skipped) std::fprintf(stderr, "skipped: %s\n", s.c_str());
 
-  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
   nlohmann::json j = {{"samples", a.samples}, {"cpu_samples", a.cpu_samples}, {"validate_samples", a.validate},
                       {"repeat", a.repeat},   {"threads", threads_used},     {"seed", a.seed},
                       {"methods_timed_apart", true}};
-  nlohmann::json devs = nlohmann::json::array();
-  for (const auto& d : gpu::devices()) devs.push_back(fmt::format("{} (cc {}.{})", d.name, d.cc_major, d.cc_minor));
-  j["devices"] = devs;
+  j["devices"] = device_names();
   j["results"] = nlohmann::json::array();
   for (const Row& r : rows) {
     nlohmann::json p = {{"axes", r.axes},
@@ -496,9 +503,7 @@ void bench_recurrence(const BenchArgs& a) {
   const double median_ms = median_of(timing.pass_ms);
   const double token_heads = double(n) * T, rate = token_heads / (median_ms * 1e-3);
   const double tflops = rate * recurrence_flop(K, V) * 1e-12;
-  auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
-  nlohmann::json devs = nlohmann::json::array();
-  for (const auto& d : gpu::devices()) devs.push_back(fmt::format("{} (cc {}.{})", d.name, d.cc_major, d.cc_minor));
+  const nlohmann::json devs = device_names();
   const nlohmann::json j = {
       {"devices", devs},
       {"recurrence",
@@ -645,9 +650,7 @@ void bench_backward(const BenchArgs& a) {
   const double median_ms = median_of(pass_ms.size() > 1 ? std::vector<double>(pass_ms.begin() + 1, pass_ms.end()) : pass_ms);
   const double tokens = double(T) * nv;
   const double gpu_rate = tokens / (median_ms * 1e-3), host_rate = tokens / (host_ms * 1e-3);
-  auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
-  nlohmann::json devs = nlohmann::json::array();
-  for (const auto& d : gpu::devices()) devs.push_back(fmt::format("{} (cc {}.{})", d.name, d.cc_major, d.cc_minor));
+  const nlohmann::json devs = device_names();
   const nlohmann::json j = {
       {"devices", devs},
       {"backward",

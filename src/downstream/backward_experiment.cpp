@@ -164,23 +164,15 @@ std::vector<std::vector<double>> run_backward_one(const Sequence& s, const Upstr
     backward_gpu = std::make_unique<gpu::DeviceChunkedBackward>(C, int(K), int(V), int(W), scale, f, b,
                                                                 up.dht.size() ? up.dht.data() : nullptr);
   }
-  // Every variant's inverse of chunk j of a block, one after another (the GPU's layout).
-  std::vector<double> packed;
-  const auto pack = [&](const auto& inverse_of_variant) -> const double* {
-    packed.resize(nv * C * C);
-    for (size_t v = 0; v < nv; ++v) {
-      const Mat a = inverse_of_variant(v);
-      std::copy(a.data(), a.data() + C * C, packed.data() + v * C * C);
-    }
-    return packed.data();
-  };
-  std::vector<double> gpu_o(nv * C * V);
+  std::vector<double> packed, gpu_o(nv * C * V);  // every variant's inverse of a chunk; its outputs
   const auto gpu_advance = [&](const BlockInverses& inv, int n, int j, double* states_after) {
     const size_t t0 = size_t(n) * C;
-    const double* a = pack([&](size_t v) { return inverse_of(inv, v, j); });
+    const double* a = pack_inverses(nv, C, [&](size_t v) -> const Mat& { return inverse_of(inv, v, j); }, packed);
     forward_gpu->advance(&s.q[t0 * K], &s.k[t0 * K], &s.v[t0 * V], &s.g[t0 * W], &s.beta[t0], a, gpu_o.data(),
                          states_after);
   };
+
+  const size_t variant_tasks = device ? 1 : nv;  // the pool's tasks of the variants: the GPU's are one
 
   // Pass 1: the forwards, checkpointed at every block's start.
   const int block = std::max(1, std::min(N, kBlockTokens / C));
@@ -202,7 +194,6 @@ std::vector<std::vector<double>> run_backward_one(const Sequence& s, const Upstr
       forward_gpu->states(gpu_checkpoints.back().data());
     }
     for (size_t v = 0; v < nv && !device; ++v) checkpoints[v].push_back(forwards[v]);
-    const size_t variant_tasks = device ? 1 : nv;  // the GPU's forwards are one task
     pool.parallel_for(variant_tasks + 1, [&](size_t v) {
       if (v == variant_tasks) {
         for (int t = b0 * C; t < (b0 + nb) * C; ++t) recurrence_step(s, t, ref);
@@ -230,7 +221,6 @@ std::vector<std::vector<double>> run_backward_one(const Sequence& s, const Upstr
     // checkpoints (on the GPU: [chunk][variants][K][V]).
     std::vector<std::vector<Mat>> states(nv + 1, std::vector<Mat>(nb));
     std::vector<std::vector<double>> gpu_entering(device ? nb : 0, std::vector<double>(nv * kv));
-    const size_t variant_tasks = device ? 1 : nv;
     pool.parallel_for(variant_tasks + 1, [&](size_t v) {
       if (v == variant_tasks) {
         Mat S = ref_checkpoints[bi];
@@ -258,7 +248,7 @@ std::vector<std::vector<double>> run_backward_one(const Sequence& s, const Upstr
         const size_t t0 = size_t(n) * C;
         const gpu::ChunkRows in{&s.q[t0 * K], &s.k[t0 * K], &s.v[t0 * V], &s.g[t0 * W], &s.beta[t0],
                                 &up.d_o(Eigen::Index(t0), 0)};
-        const double* a = pack([&](size_t v) { return backward_inverse(inverse_of(inv, v, j), v); });
+        const double* a = pack_inverses(nv, C, [&](size_t v) { return backward_inverse(inverse_of(inv, v, j), v); }, packed);
         backward_gpu->step(in, a, gpu_entering[j].data(),
                            {gpu_dq.data(), gpu_dk.data(), gpu_dv.data(), gpu_dg.data(), gpu_dbeta.data()});
       }

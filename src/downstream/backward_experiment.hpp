@@ -7,6 +7,7 @@
 // backwards run on the GPU (gpu/chunked_forward.hpp, chunked_backward.hpp:
 // the same bits), the FP64 reference on the host.
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <span>
 #include <string>
@@ -67,6 +68,18 @@ struct GradientScores {
 // One value per backward_metrics() entry, then the windows.
 std::vector<double> evaluate_backward(const GradientScores& total, const GradientScores& inverse_only,
                                       const GradientScores& storage, int tokens);
+
+// Every variant's C x C inverse, inverse(v) for v < n, one after another
+// into `out` (the layout the GPU's chunked forward and backward take).
+template <class F>
+const double* pack_inverses(size_t n, int C, F&& inverse, std::vector<double>& out) {
+  out.resize(n * size_t(C) * C);
+  for (size_t v = 0; v < n; ++v) {
+    const Mat& a = inverse(v);
+    std::copy(a.data(), a.data() + size_t(C) * C, out.data() + v * C * C);
+  }
+  return out.data();
+}
 
 struct InverseTask {
   size_t path = 0;    // index into the run's paths

@@ -58,22 +58,10 @@ CHUNKINV_HD inline size_t work_doubles(int C, int K, int V, int W) {
   return 3 * c * w + k + c * c * w + 7 * c * c + 9 * c * k + 5 * c * v + 2 * k * v;
 }
 
-// sum_k a(k) b(k) from +0, k ascending, terms with a(k) == 0 left out.
-template <class FA, class FB>
-CHUNKINV_HD inline double gather(int n, FA&& a, FB&& b) {
-  double acc = 0.0;
-  for (int k = 0; k < n; ++k) {
-    const double x = a(k);
-    if (x == 0.0) continue;
-    acc = acc + x * b(k);
-  }
-  return acc;
-}
-
 // Entries (r, e0 .. e0 + m - 1) of a product at once, m <= 4: a(k) the left
 // factor's row r, brow(k) the right factor's row k from column e0. Each is
-// gather's sum, the same operations in the same order; four independent
-// chains (the host's speed).
+// sum_k a(k) b(k) from +0, k ascending, the terms with a(k) == 0 left out;
+// four independent chains (the host's speed), each the same operations as alone.
 template <class FA, class FB>
 CHUNKINV_HD inline void gather4(int n, int m, FA&& a, FB&& brow, double* out) {
   const int o1 = m > 1 ? 1 : 0, o2 = m > 2 ? 2 : 0, o3 = m > 3 ? 3 : 0;

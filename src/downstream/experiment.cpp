@@ -255,11 +255,9 @@ std::vector<std::vector<double>> run_one(const Sequence& s, const SeqConfig& cfg
         return v == 0 ? gold[j].inv : outs[tasks[(v - 1) / 2].path][tasks[(v - 1) / 2].method * nb + j].on_path_l.inv;
       };
       if (on_gpu) {
-        gpu_inverses.clear();
-        for (size_t v = 0; v < nv; ++v) gpu_inverses.insert(gpu_inverses.end(), inverse(v).data(), inverse(v).data() + C * C);
         const size_t t0 = size_t(n) * C;
-        on_gpu->advance(&s.q[t0 * K], &s.k[t0 * K], &s.v[t0 * V], &s.g[t0 * W], &s.beta[t0], gpu_inverses.data(),
-                        gpu_o.data(), gpu_states.data());
+        on_gpu->advance(&s.q[t0 * K], &s.k[t0 * K], &s.v[t0 * V], &s.g[t0 * W], &s.beta[t0],
+                        pack_inverses(nv, C, inverse, gpu_inverses), gpu_o.data(), gpu_states.data());
       }
       pool.parallel_for(nv, [&](size_t v) {
         if (on_gpu) {
