@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/bench.hpp"
 #include "cli/commands.hpp"
 #include "core/error.hpp"
 #include "core/fp.hpp"
@@ -51,30 +52,22 @@
 #include "report/report.hpp"
 
 namespace chunkinv::cli {
-namespace {
 
-struct BenchArgs {
-  std::vector<std::string> axes;
-  uint64_t samples = 65536;
-  uint64_t cpu_samples = 4096;  // the CPU paths are timed on at most this many
-  uint64_t validate = 256;
-  int repeat = 5;
-  uint64_t seed = 0;
-  int threads = 0;
-  std::string paths = "all";
-  std::string format = "text";
-  std::string output;
-  bool quiet = false;
-  // As given: read strictly (a negative --samples is an error) before any work.
-  std::string samples_text, cpu_samples_text, validate_text, repeat_text, seed_text, threads_text, max_memory;
-  // --recurrence and its shape (fla's names: B, T, H, K, V), as given.
-  bool recurrence = false;
-  // --backward: the chunk, the variants and their storage preset, as given (T, K, V, the gating and h0 as above).
-  bool backward = false;
-  std::string chunk_text, variants_text, storage;
-  std::string batch_text, seq_len_text, heads_text, key_dim_text, value_dim_text, block_text, gating, initial_state,
-      kernel_version_text;
-};
+nlohmann::json num(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+nlohmann::json device_names() {
+  nlohmann::json devs = nlohmann::json::array();
+  for (const auto& d : gpu::devices()) devs.push_back(fmt::format("{} (cc {}.{})", d.name, d.cc_major, d.cc_minor));
+  return devs;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return quantile_sorted(v, 0.5);
+}
+
+namespace {
 
 // Moves the progress bar as a timed or validating run goes.
 class Counted final : public Sink {
@@ -92,22 +85,6 @@ class Counted final : public Sink {
   ProgressBar& bar_;
   std::string what_;
 };
-
-// A figure for the JSON: null where it is not finite.
-nlohmann::json num(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
-
-// The GPUs this process sees, by name and compute capability.
-nlohmann::json device_names() {
-  nlohmann::json devs = nlohmann::json::array();
-  for (const auto& d : gpu::devices()) devs.push_back(fmt::format("{} (cc {}.{})", d.name, d.cc_major, d.cc_minor));
-  return devs;
-}
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  return quantile_sorted(v, 0.5);
-}
 
 // Share of identical elements of a path and the emulated path, per output.
 struct Agreement {
@@ -708,6 +685,11 @@ void set_bench_command(CLI::App& app) {
   cmd->add_option("--gating", args->gating, "--recurrence, --backward: channel (KDA, default) or token (GDN)");
   cmd->add_option("--initial-state", args->initial_state, "--recurrence, --backward: zero (default) or random");
   cmd->add_option("--block", args->block_text, "--recurrence: tokens a launch advances (default 512)");
+  cmd->add_flag("--pipeline", args->pipeline,
+                "the GPU pipeline of run --pipeline device, stage by stage, against the device's peak rates (a roofline: "
+                "docs/roofline.md); takes -a, --paths (default gold,kernel), --metrics, --samples (default 4194304), "
+                "--validate (default 4096), --repeat, --seed");
+  cmd->add_option("--metrics", args->metrics, "--pipeline: the metrics the entries report, as run --metrics (default every one)");
   cmd->add_flag("--backward", args->backward,
                 "time the chunked backward over one sequence on the GPU and the host instead (checked bit for bit)");
   cmd->add_option("--chunk", args->chunk_text, "--backward: C, 2 to 64 (default 64)");
@@ -724,9 +706,12 @@ void set_bench_command(CLI::App& app) {
     if (!a.repeat_text.empty()) a.repeat = int(parse_count("--repeat", a.repeat_text, 1, 1000));
     if (!a.seed_text.empty()) a.seed = parse_count("--seed", a.seed_text, 0, UINT64_MAX);
     if (!a.threads_text.empty()) a.threads = int(parse_count("--threads", a.threads_text, 0, 1024));
-    if (a.recurrence && a.backward) throw UsageError("bench: --recurrence and --backward are two benchmarks: one at a time");
     if (!a.backward && (!a.chunk_text.empty() || !a.variants_text.empty() || !a.storage.empty()))
       throw UsageError("bench: --chunk, --variants and --storage are --backward's");
+    if (int(a.recurrence) + int(a.backward) + int(a.pipeline) > 1)
+      throw UsageError("bench: --recurrence, --backward and --pipeline are three benchmarks: one at a time");
+    if (a.pipeline) return bench_pipeline(a);
+    if (!a.metrics.empty()) throw UsageError("bench: --metrics is --pipeline's");
     if (a.recurrence) return bench_recurrence(a);
     if (a.backward) return bench_backward(a);
     if (!a.batch_text.empty() || !a.seq_len_text.empty() || !a.heads_text.empty() || !a.key_dim_text.empty() ||

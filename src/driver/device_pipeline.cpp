@@ -130,6 +130,11 @@ void DevicePipeline::run(const Group& g, uint64_t seed, SampleRange range, Sink&
   sink.end(g);
 }
 
+void DevicePipeline::time_stages(bool on) {
+  time_stages_ = on;
+  stage_times_.clear();
+}
+
 #ifndef CHUNKINV_HAVE_CUDA
 struct DevicePipeline::Worker {};
 DevicePipeline::DevicePipeline(std::vector<PathChoice>, std::vector<int>) {
@@ -137,6 +142,7 @@ DevicePipeline::DevicePipeline(std::vector<PathChoice>, std::vector<int>) {
 }
 DevicePipeline::~DevicePipeline() = default;
 std::vector<std::vector<SketchState>> DevicePipeline::fold(const Group&, uint64_t, SampleRange) { return {}; }
+PipelineWorkShape DevicePipeline::work_shape(const Group&) const { return {}; }
 #endif
 
 }  // namespace chunkinv

@@ -35,6 +35,7 @@
 #include "core/error.hpp"
 #include "core/progress.hpp"
 #include "driver/device_pipeline.hpp"
+#include "driver/pipeline_work.hpp"
 #include "gpu/buffers.cuh"
 #include "gpu/check.cuh"
 #include "inputs/device_families.hpp"
@@ -106,6 +107,43 @@ KernelChoice kernel_choice(const Group& g, const std::vector<PathChoice>& paths)
   return k;
 }
 
+// What the group's entries ask of the stages (run --metrics): the gold's own
+// entry; the method's run on the gold L (the gold path's entry, and the
+// kernel path's inv_gold_l and gold_l_* values); each entry's costlier values.
+// run_part launches by it, and bench --pipeline's work model counts by it.
+PipelineWorkShape work_shape_of(const Group& group, const std::vector<PathChoice>& paths) {
+  PipelineWorkShape s;
+  s.chunk = group.config.chunk;
+  s.dim = group.config.dim;
+  s.gate_width = generated_gate_width(group.config);
+  if (const auto draw = device_draw_of(group.config, nullptr)) s.family = draw->kind;
+  const KernelChoice k = kernel_choice(group, paths);
+  s.kernel_version = k.version;
+  s.pad = k.pad;
+  s.reference = false;
+  s.gold_run = false;
+  for (const Task& t : group.tasks) {
+    s.folded_values += int(t.metrics->size());
+    if (t.reference) {
+      s.reference = true;
+      continue;
+    }
+    const bool kernel = kernel_task(t, paths);
+    PipelineWorkShape::Entry& e = kernel ? s.kernel_entry : s.gold_entry;
+    e.present = true;
+    e.l_rel_rmse = reports(t, "l_rel_rmse");
+    e.method_only = reports(t, "inv_method_only_rel_rmse");
+    e.residual = reports(t, "inverse_residual");
+    e.l_finite = reports(t, "l_finite");
+    if (!kernel) s.gold_run = true;
+    else
+      for (const char* name : {"inv_gold_l_rel_rmse", "gold_l_highest_power", "gold_l_power_max"})
+        s.gold_run |= reports(t, name);
+  }
+  s.gold_l_fp16 = s.gold_run;
+  return s;
+}
+
 // Samples per batch: device memory of about 2 GiB per worker for the batch's buffers.
 uint64_t batch_samples(const Configuration& c, int gate_width) {
   const uint64_t C = uint64_t(c.chunk), d = uint64_t(c.dim), gw = uint64_t(gate_width);
@@ -114,14 +152,13 @@ uint64_t batch_samples(const Configuration& c, int gate_width) {
   return std::clamp<uint64_t>((uint64_t(2) << 30) / per_sample, 1024, uint64_t(1) << 18);
 }
 
-// Stage times, for tuning: with CHUNKINV_PIPELINE_STAGES set, each batch's
-// stages are timed with events on the worker's stream (a synchronisation per
-// batch) and their totals printed on stderr after the part. Off by default:
-// the events' synchronisation would cost overlap between batches.
+// Stage times (DevicePipeline::time_stages): each batch's stages timed with
+// events on the worker's stream (a synchronisation per batch), their totals
+// kept by name in the order the stages run. Off by default: the events'
+// synchronisation would cost overlap between batches.
 class StageClock {
  public:
-  StageClock() : on_(enabled()) {}
-  static bool enabled() { return std::getenv("CHUNKINV_PIPELINE_STAGES") != nullptr; }
+  explicit StageClock(bool on) : on_(on) {}
   ~StageClock() {
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
@@ -133,32 +170,36 @@ class StageClock {
       CUDA_CHECK(cudaEventCreate(&e));
       events_.push_back(e);
       names_.emplace_back();
-      ms_.push_back(0.0);
     }
     if (name) names_[next_] = name;
     CUDA_CHECK(cudaEventRecord(events_[next_++], st));
   }
-  // The end of a batch: adds each stage's time.
-  void batch() {
+  // The end of a batch of `samples`: adds each stage's time.
+  void batch(uint64_t samples) {
     if (!on_ || next_ == 0) return;
     CUDA_CHECK(cudaEventSynchronize(events_[next_ - 1]));
     for (size_t i = 1; i < next_; ++i) {
       float ms = 0.0f;
       CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i - 1], events_[i]));
-      ms_[i] += ms;
+      const size_t k = stage(names_[i]);
+      times_[k].ms += ms;
+      if (!counted_[k]) times_[k].samples += samples;  // a name that recurs in a batch counts its samples once
+      counted_[k] = true;
     }
+    std::fill(counted_.begin(), counted_.end(), false);
     next_ = 0;
   }
+  const std::vector<DevicePipeline::StageTime>& times() const { return times_; }
   void print(int device, int chunk, uint64_t samples) const {
     if (!on_ || samples == 0) return;
     std::string line = "pipeline stages, device " + std::to_string(device) + ", C = " + std::to_string(chunk) + ", " +
                        std::to_string(samples) + " samples, ns a sample:";
     double total = 0.0;
-    for (size_t i = 1; i < ms_.size(); ++i) {
-      const double ns = ms_[i] * 1e6 / double(samples);
+    for (const auto& t : times_) {
+      const double ns = t.ms * 1e6 / double(samples);
       total += ns;
       char buf[96];
-      std::snprintf(buf, sizeof buf, " %s %.2f,", names_[i].c_str(), ns);
+      std::snprintf(buf, sizeof buf, " %s %.2f,", t.name.c_str(), ns);
       line += buf;
     }
     char buf[64];
@@ -167,11 +208,19 @@ class StageClock {
   }
 
  private:
+  size_t stage(const std::string& name) {
+    for (size_t k = 0; k < times_.size(); ++k)
+      if (times_[k].name == name) return k;
+    times_.push_back({name, 0.0, 0});
+    counted_.push_back(false);
+    return times_.size() - 1;
+  }
   bool on_;
   size_t next_ = 0;
   std::vector<cudaEvent_t> events_;
   std::vector<std::string> names_;
-  std::vector<double> ms_;
+  std::vector<DevicePipeline::StageTime> times_;
+  std::vector<bool> counted_;  // times_[k]'s samples added this batch
 };
 
 // Workers a device: above C = 32 two, each taking half of a round's part
@@ -181,12 +230,13 @@ class StageClock {
 // one, 2e7 at C = 32 2.19 against 2.22-2.23; at C = 16 1.72-1.75 against
 // 1.68-1.73, so one there. One while the stages are timed.
 constexpr int kWorkersPerDevice = 2;
-int workers_per_device(int chunk) { return chunk > 32 && !StageClock::enabled() ? kWorkersPerDevice : 1; }
+int workers_per_device(int chunk, bool staged) { return chunk > 32 && !staged ? kWorkersPerDevice : 1; }
 
 }  // namespace
 
 DevicePipeline::DevicePipeline(std::vector<PathChoice> paths, std::vector<int> devices)
-    : paths_(std::move(paths)), devices_(std::move(devices)) {
+    : paths_(std::move(paths)), devices_(std::move(devices)),
+      time_stages_(std::getenv("CHUNKINV_PIPELINE_STAGES") != nullptr) {
   if (devices_.empty()) throw UsageError("the GPU pipeline: no device to run on");
   for (int i = 0; i < kWorkersPerDevice * int(devices_.size()); ++i) {
     const int d = devices_[size_t(i / kWorkersPerDevice)];
@@ -205,21 +255,24 @@ DevicePipeline::DevicePipeline(std::vector<PathChoice> paths, std::vector<int> d
 
 DevicePipeline::~DevicePipeline() = default;
 
+PipelineWorkShape DevicePipeline::work_shape(const Group& group) const { return work_shape_of(group, paths_); }
+
 namespace {
 
 void run_part(DevicePipeline::Worker&, const Group&, const std::vector<PathChoice>&, uint64_t, SampleRange, uint64_t,
-              std::vector<std::vector<SketchState>>&);
+              bool, std::vector<std::vector<SketchState>>&, std::vector<DevicePipeline::StageTime>&);
 
 }  // namespace
 
 std::vector<std::vector<SketchState>> DevicePipeline::fold(const Group& group, uint64_t seed, SampleRange range) {
   // Workers each device takes (workers_ holds kWorkersPerDevice a device, in device order).
-  const int per = workers_per_device(group.config.chunk);
+  const int per = workers_per_device(group.config.chunk, time_stages_);
   std::vector<Worker*> active;
   for (size_t i = 0; i < workers_.size(); ++i)
     if (int(i % kWorkersPerDevice) < per) active.push_back(workers_[i].get());
   const size_t nd = active.size();
   std::vector<std::vector<std::vector<SketchState>>> parts(nd);
+  std::vector<std::vector<StageTime>> times(nd);
   std::vector<std::exception_ptr> errors(nd);
   auto part_range = [&](size_t i) {
     const uint64_t a = range.count * i / nd, b = range.count * (i + 1) / nd;  // floor(i N / D): contiguous, in order
@@ -227,7 +280,7 @@ std::vector<std::vector<SketchState>> DevicePipeline::fold(const Group& group, u
   };
   auto work = [&](size_t i) {
     try {
-      run_part(*active[i], group, paths_, seed, part_range(i), batch_cap_, parts[i]);
+      run_part(*active[i], group, paths_, seed, part_range(i), batch_cap_, time_stages_, parts[i], times[i]);
     } catch (...) {
       errors[i] = std::current_exception();
     }
@@ -241,6 +294,17 @@ std::vector<std::vector<SketchState>> DevicePipeline::fold(const Group& group, u
   }
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+  for (const auto& part : times)  // by name, in the order the stages first ran
+    for (const StageTime& t : part) {
+      auto it = std::find_if(stage_times_.begin(), stage_times_.end(),
+                             [&](const StageTime& s) { return s.name == t.name; });
+      if (it == stage_times_.end()) {
+        stage_times_.push_back(t);
+      } else {
+        it->ms += t.ms;
+        it->samples += t.samples;
+      }
+    }
   // The parts in sample order: merging is exact, and keeps the first zero's sign.
   std::vector<std::vector<SketchState>> out = std::move(parts[0]);
   for (size_t i = 1; i < nd; ++i)
@@ -252,7 +316,8 @@ std::vector<std::vector<SketchState>> DevicePipeline::fold(const Group& group, u
 namespace {
 
 void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<PathChoice>& paths, uint64_t seed,
-              SampleRange range, uint64_t batch_cap, std::vector<std::vector<SketchState>>& states) {
+              SampleRange range, uint64_t batch_cap, bool staged, std::vector<std::vector<SketchState>>& states,
+              std::vector<DevicePipeline::StageTime>& times) {
   CUDA_CHECK(cudaSetDevice(w.device));
   const Configuration& cfg = group.config;
   const int C = cfg.chunk, d = cfg.dim, gw = generated_gate_width(cfg);
@@ -278,7 +343,7 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
 
   // Inputs on their own stream, two batches' sets, where the stages are not
   // timed (the clock's marks are on the worker's stream).
-  const bool overlap = !StageClock::enabled();
+  const bool overlap = !staged;
   DeviceSampleBuffers ins[2];
   for (int b = 0; b < (overlap ? 2 : 1); ++b) {
     InputBuffers& ib = w.inputs[b];
@@ -302,30 +367,22 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
   int* hp = w.hp.get(2 * cap);
   float* pmax = w.pmax.get(2 * cap);
   double* values = w.values.get(cap * gpu::kNeumannMetricCount);
-  const bool with_reference =
-      std::any_of(group.tasks.begin(), group.tasks.end(), [](const Task& t) { return t.reference; });
-  double* reference = with_reference ? w.reference.get(cap * gpu::kReferenceMetricCount) : nullptr;
+  const PipelineWorkShape shape = work_shape_of(group, paths);
+  double* reference = shape.reference ? w.reference.get(cap * gpu::kReferenceMetricCount) : nullptr;
   // One kernel path's entry and one gold path's: their metrics in one launch.
   const auto entries = [&](bool kernel) {
     return std::count_if(group.tasks.begin(), group.tasks.end(),
                          [&](const Task& t) { return !t.reference && kernel_task(t, paths) == kernel; });
   };
   const bool pair = entries(true) == 1 && entries(false) == 1 && gpu::pair_pays(C);
-  // The work the entries' metrics need (run --metrics): the method's run on
-  // the gold L (the gold path's entry, and the kernel path's inv_gold_l and
-  // gold_l_* values), and each entry's costlier values.
-  bool gold_run = entries(false) > 0;
-  for (const Task& t : group.tasks)
-    if (kernel_task(t, paths))
-      for (const char* name : {"inv_gold_l_rel_rmse", "gold_l_highest_power", "gold_l_power_max"})
-        gold_run |= reports(t, name);
+  const bool gold_run = shape.gold_run;
   std::vector<std::vector<int>> columns(nt);  // each task's values in the rows the device writes
   for (size_t t = 0; t < nt; ++t)
     for (size_t k : group.tasks[t].pick) columns[t].push_back(int(k));
   double* values2 = pair ? w.values2.get(cap * gpu::kNeumannMetricCount) : nullptr;
 
   timeline("GPU pipeline: buffers and sketches ready");
-  StageClock clock;
+  StageClock clock(staged);
   for (uint64_t done = 0, k = 0; done < range.count; ++k) {
     const int n = int(std::min<uint64_t>(cap, range.count - done));
     const int b = overlap ? int(k & 1) : 0;
@@ -419,13 +476,11 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
     gold_entry.gold_l_inv = sinv;
     gold_entry.gold_l_highest_power = hp + n;
     gold_entry.gold_l_power_max = pmax + n;
-    for (const Task& t : group.tasks) {  // the costlier values only where asked for
-      if (t.reference) continue;
-      gpu::PathOnDevice& e = kernel_task(t, paths) ? kernel_entry : gold_entry;
-      e.l_rel_rmse = reports(t, "l_rel_rmse");
-      e.method_only = reports(t, "inv_method_only_rel_rmse");
-      e.residual = reports(t, "inverse_residual");
-      e.l_finite = reports(t, "l_finite");
+    for (auto [e, asked] : {std::pair{&kernel_entry, &shape.kernel_entry}, std::pair{&gold_entry, &shape.gold_entry}}) {
+      e->l_rel_rmse = asked->l_rel_rmse;  // the costlier values only where asked for
+      e->method_only = asked->method_only;
+      e->residual = asked->residual;
+      e->l_finite = asked->l_finite;
     }
     if (pair) {
       gpu::metrics_pair_on_device(gold, kernel_entry, gold_entry, values, values2, st);
@@ -447,11 +502,12 @@ void run_part(DevicePipeline::Worker& w, const Group& group, const std::vector<P
       w.sketches[t]->fold(v, size_t(n), st, row, columns[t]);
       clock.mark("fold", st);
     }
-    clock.batch();
+    clock.batch(uint64_t(n));
     if (done == 0) timeline("GPU pipeline: first batch queued");
     done += uint64_t(n);
   }
-  clock.print(w.device, C, range.count);
+  if (std::getenv("CHUNKINV_PIPELINE_STAGES")) clock.print(w.device, C, range.count);
+  times = clock.times();
   timeline("GPU pipeline: last batch queued");
   states.assign(nt, {});
   for (size_t t = 0; t < nt; ++t)

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/pipeline_work.hpp"
 #include "driver/runner.hpp"
 #include "metrics/sketch.hpp"
 
@@ -56,6 +57,28 @@ class DevicePipeline final : public Backend {
   static constexpr uint64_t kRound = uint64_t(1) << 24;  // about a second on one H200
 
   const std::vector<int>& devices() const { return devices_; }
+
+  // Each stage's time, for the roofline (bench --pipeline) and tuning:
+  // while on, every batch's stages are timed with events on the worker's
+  // stream, a synchronisation a batch, and a device keeps one worker and one
+  // stream (the inputs no longer drawn beside the batch before), so the
+  // times add up to the wall time but the overlap is lost. Their totals
+  // accumulate over fold() calls until set again. CHUNKINV_PIPELINE_STAGES
+  // in the environment turns it on from the start and prints each part's
+  // times on stderr.
+  struct StageTime {
+    std::string name;   // as the pipeline names its launches: inputs, gold, kernel, metrics(...), fold
+    double ms = 0;      // summed over batches and devices
+    uint64_t samples = 0;
+  };
+  void time_stages(bool on);
+  bool timing_stages() const { return time_stages_; }
+  // Stages in the order they run, one line a name (a name that recurs in a
+  // batch, as fold does for each entry, summed).
+  const std::vector<StageTime>& stage_times() const { return stage_times_; }
+  // What a group it takes asks of each stage (the launches it makes and the
+  // entries' costlier values), for the work model of docs/roofline.md.
+  PipelineWorkShape work_shape(const Group& group) const;
   // At most `samples` a batch (0: by device memory alone, about 2 GiB of
   // buffers a worker): tests take many small batches through the two
   // input sets.
@@ -67,6 +90,8 @@ class DevicePipeline final : public Backend {
   std::vector<PathChoice> paths_;
   std::vector<int> devices_;
   uint64_t batch_cap_ = 0;
+  bool time_stages_ = false;
+  std::vector<StageTime> stage_times_;
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 

@@ -57,7 +57,12 @@ std::vector<DeviceInfo> devices() {
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
-    out.push_back({i, p.name, p.major, p.minor, p.multiProcessorCount, p.totalGlobalMem});
+    DeviceInfo d{i, p.name, p.major, p.minor, p.multiProcessorCount, p.totalGlobalMem};
+    // Not in cudaDeviceProp from CUDA 13 on; the attributes are.
+    cudaDeviceGetAttribute(&d.clock_khz, cudaDevAttrClockRate, i);
+    cudaDeviceGetAttribute(&d.memory_clock_khz, cudaDevAttrMemoryClockRate, i);
+    cudaDeviceGetAttribute(&d.memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, i);
+    out.push_back(d);
   }
   return out;
 }

@@ -14,6 +14,9 @@ struct DeviceInfo {
   int cc_major = 0, cc_minor = 0;
   int multiprocessors = 0;
   size_t memory_bytes = 0;
+  int clock_khz = 0;         // the SMs' peak clock
+  int memory_clock_khz = 0;  // the memory's peak clock (two transfers a cycle)
+  int memory_bus_bits = 0;
 };
 
 bool built();                        // compiled with CUDA

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -345,6 +346,52 @@ TEST(DevicePipeline, WhatItTakesAndWhy) {
   EXPECT_FALSE(why.empty());
   if (gpu::unavailable_reason().empty()) {
     EXPECT_NE(why.find("path emulated"), std::string::npos) << why;
+  }
+}
+
+// bench --pipeline: the device's report entries checked against the host
+// loop's, then each stage timed beside its floor; without a GPU one line,
+// exit 2, nothing written. Bad options are one line either way.
+TEST(DevicePipelineCli, BenchPipelineValidatesThenTimesEachStage) {
+  const std::string dir = chunkinv::testing::test_dir("bench-pipeline");
+  const auto r = chunkinv::testing::run_chunkinv_in(
+      dir, "bench --pipeline -a chunk=[16,64] --samples 20000 --validate 500 --repeat 2 -q -o r.json");
+  if (!gpu::unavailable_reason().empty()) {
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_NE(r.out.find("needs a CUDA GPU"), std::string::npos) << r.out;  // the kernel path's own refusal
+    EXPECT_FALSE(std::filesystem::exists(dir + "/r.json"));
+  } else {
+    ASSERT_EQ(r.status, 0) << r.out;
+    const auto j = chunkinv::testing::load_json(dir + "/r.json");
+    ASSERT_EQ(j["configurations"].size(), 2u);
+    for (const auto& c : j["configurations"]) {
+      EXPECT_EQ(c["validate"]["equal"], c["validate"]["entries"]) << c.dump();
+      EXPECT_EQ(c["validate"]["entries"], 3);  // the gold's, the gold path's and the kernel's
+      EXPECT_EQ(c["runs_ms"].size(), 2u);
+      std::vector<std::string> names;
+      for (const auto& s : c["stages"]) {
+        names.push_back(s["name"]);
+        EXPECT_GT(s["ns"].get<double>(), 0.0) << s.dump();
+        EXPECT_EQ(s["samples"], 20000) << s.dump();
+        EXPECT_TRUE(s.contains("floor")) << s.dump();
+      }
+      // In the order they first ran: a fold follows each entry's metrics, and recurs under one name.
+      ASSERT_GE(names.size(), 5u);
+      EXPECT_EQ(names[0], "inputs");
+      EXPECT_EQ(names[1], "gold");
+      EXPECT_EQ(names[2], "kernel");
+      EXPECT_EQ(std::count(names.begin(), names.end(), "fold"), 1) << c.dump();
+      EXPECT_EQ(names[4], "fold");
+    }
+  }
+  for (const char* bad : {"bench --pipeline --metrics nope", "bench --pipeline -a family=kda", "bench --pipeline --chunk 16",
+                          "bench --pipeline --recurrence", "bench --metrics inv_finite",
+                          "bench --pipeline --paths gold,emulated", "bench --pipeline --validate 0"}) {
+    const auto b = chunkinv::testing::run_chunkinv_in(dir, std::string(bad) + " -o bad.json");
+    EXPECT_EQ(b.status, 2) << bad << ": " << b.out;
+    EXPECT_EQ(std::count(b.out.begin(), b.out.end(), '\n'), 1) << bad << ": " << b.out;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/bad.json")) << bad;
   }
 }
 
