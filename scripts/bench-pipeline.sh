@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The end-to-end rate of `chunkinv run` on the GPU pipeline against the
-# PyTorch peer a user would write instead (../shared/peers/torch_vectorized.py
-# of the project, or PEER=path), measured side by side in one call on one
+# PyTorch peers a user would write instead (../shared/peers/torch_vectorized.py,
+# eager, or PEER=path; torch_compiled.py, the same under torch.compile, or
+# PEER_COMPILED=path), measured side by side in one call on one
 # machine: model_like, d = 128, sketch statistics, C = 16, 32, 64, each in
 # three ways: paths gold and kernel with every metric (rows c16, c32, c64);
 # the kernel path alone with every metric (c16-kernel, ...); and the
@@ -13,7 +14,9 @@
 # marks: its start-up (to the first batch's buffers) and the rate of the
 # computing alone, the span the peer's own figure covers. Then the memory
 # check: 10^6 and MEMORY_SAMPLES (default 10^9) samples at C = 16, their
-# peaks side by side.
+# peaks side by side. Last, the roofline: `chunkinv bench --pipeline` at
+# C = 16, 32 and 64 for gold + kernel with every metric and for the peer's
+# work (OUT_DIR/roofline-every.{json,txt}, roofline-peer.{json,txt}).
 #
 #   scripts/bench-pipeline.sh BUILD_DIR OUT_DIR [SAMPLES_C16 SAMPLES_C32 SAMPLES_C64]
 #
@@ -25,6 +28,7 @@ OUT="${2:?out dir}"
 N16="${3:-200000000}" N32="${4:-100000000}" N64="${5:-40000000}"
 MEMORY_SAMPLES="${MEMORY_SAMPLES:-1000000000}"
 PEER="${PEER:-$(dirname "$0")/../../shared/peers/torch_vectorized.py}"
+PEER_COMPILED="${PEER_COMPILED:-$(dirname "$PEER")/torch_compiled.py}"
 mkdir -p "$OUT"
 ROWS="$OUT/bench-pipeline.rows"
 : > "$ROWS"
@@ -74,39 +78,58 @@ done
 measure mem-1e6 1000000 16
 measure mem-big "$MEMORY_SAMPLES" 16
 
-PEER_LOG="$OUT/peer.log"
-if python3 -c 'import torch' 2>/dev/null && [ -f "$PEER" ]; then
-  python3 "$PEER" > "$PEER_LOG" 2>&1
-else
-  echo "peer not run: no PyTorch or no $PEER" > "$PEER_LOG"
-fi
+for c in every peer; do
+  extra=(); [ $c = peer ] && extra=(--paths kernel --metrics "$PEER_METRICS")
+  "$B/chunkinv" bench --pipeline -a 'chunk=[16,32,64]' "${extra[@]}" -o "$OUT/roofline-$c.json" > "$OUT/roofline-$c.txt" 2>&1
+  echo "roofline ($c) exit $?" >> "$OUT/roofline-$c.txt"
+done
 
-python3 - "$ROWS" "$PEER_LOG" "$OUT/bench-pipeline.json" <<'EOF'
+PEER_LOG="$OUT/peer.log" COMPILED_LOG="$OUT/peer-compiled.log"
+for p in "$PEER:$PEER_LOG" "$PEER_COMPILED:$COMPILED_LOG"; do
+  if python3 -c 'import torch' 2>/dev/null && [ -f "${p%%:*}" ]; then
+    python3 "${p%%:*}" > "${p#*:}" 2>&1
+  else
+    echo "peer not run: no PyTorch or no ${p%%:*}" > "${p#*:}"
+  fi
+done
+
+python3 - "$ROWS" "$PEER_LOG" "$OUT/bench-pipeline.json" "$COMPILED_LOG" <<'EOF'
 import json, re, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-peer = {}
-for line in open(sys.argv[2]):
-    m = re.search(r"C=(\d+): ([0-9.e+]+) samples/s", line)
-    if m:
-        peer[int(m.group(1))] = float(m.group(2))
+def rates(log):
+    out = {}
+    for line in open(log):
+        m = re.search(r"C=(\d+): ([0-9.e+]+) samples/s", line)
+        if m:
+            out[int(m.group(1))] = float(m.group(2))
+    return out
+peer, compiled = rates(sys.argv[2]), rates(sys.argv[4])
 for r in rows:
     if r["name"].startswith("c") and r["chunk"] in peer:
         r["peer_samples_per_s"] = peer[r["chunk"]]
         r["ratio_to_peer"] = r["samples_per_s"] / peer[r["chunk"]]
         if "computing_samples_per_s" in r:
             r["computing_ratio_to_peer"] = r["computing_samples_per_s"] / peer[r["chunk"]]
+    if r["name"].startswith("c") and r["chunk"] in compiled:
+        r["compiled_samples_per_s"] = compiled[r["chunk"]]
+        r["ratio_to_compiled"] = r["samples_per_s"] / compiled[r["chunk"]]
+        if "computing_samples_per_s" in r:
+            r["computing_ratio_to_compiled"] = r["computing_samples_per_s"] / compiled[r["chunk"]]
 mem = {r["name"]: r for r in rows if r["name"].startswith("mem-")}
-out = {"rows": rows, "peer": {str(k): v for k, v in peer.items()}, "peer_log": open(sys.argv[2]).read()}
+out = {"rows": rows, "peer": {str(k): v for k, v in peer.items()}, "peer_log": open(sys.argv[2]).read(),
+       "compiled": {str(k): v for k, v in compiled.items()}, "compiled_log": open(sys.argv[4]).read()}
 if "mem-1e6" in mem and "mem-big" in mem:
     out["memory_ratio"] = mem["mem-big"]["peak_rss_mib"] / mem["mem-1e6"]["peak_rss_mib"]
 json.dump(out, open(sys.argv[3], "w"), indent=1)
 print(f"{'run':11} {'C':>3} {'samples':>12} {'wall s':>8} {'samples/s':>11} {'peak MiB':>9} {'peer/s':>10} {'ratio':>6}"
-      f" {'start s':>7} {'computing/s':>11} {'ratio':>6}")
+      f" {'compiled/s':>10} {'ratio':>6} {'start s':>7} {'computing/s':>11} {'ratio':>6} {'compiled':>8}")
 nan = float("nan")
 for r in rows:
     print(f"{r['name']:11} {r['chunk']:3d} {r['samples']:12d} {r['wall_s']:8.2f} {r['samples_per_s']:11.3e} "
           f"{r['peak_rss_mib']:9.1f} {r.get('peer_samples_per_s', nan):10.3e} {r.get('ratio_to_peer', nan):6.2f}"
+          f" {r.get('compiled_samples_per_s', nan):10.3e} {r.get('ratio_to_compiled', nan):6.2f}"
           f" {r.get('start_up_s', nan):7.3f} {r.get('computing_samples_per_s', nan):11.3e} {r.get('computing_ratio_to_peer', nan):6.2f}"
+          f" {r.get('computing_ratio_to_compiled', nan):8.2f}"
           + ("" if r["exit"] == 0 else f"  exit {r['exit']}"))
 if "memory_ratio" in out:
     print(f"peak memory, {mem['mem-big']['samples']:.0e} samples against 1e6: {out['memory_ratio']:.3f}")

@@ -7,7 +7,8 @@
 #
 #   scripts/gpu-carried.sh [STEPS]    STEPS: a comma list of tests,recurrence,seq,backward,sass,bench
 #                                     (default tests,recurrence,seq,backward,bench)
-#     tests       the GPU tests and those of the device pipeline, the recurrence and seq (gtest filter)
+#     tests       the GPU tests and those of the device pipeline, the recurrence and seq (gtest filter; TESTS_FILTER
+#                 sets another)
 #     recurrence  bench --recurrence of the kernel versions in VERSIONS (default "1 2") at B in BATCHES
 #                 (default "32 8"), alternated, twice; a version "prevN" is version N of the build carried
 #                 as .ext/run/chunkinv-prev.xz (an earlier commit's, to compare in one call), "altN" of
@@ -19,6 +20,12 @@
 #                 bench --backward at C = 16 and 64
 #     sass        the recurrence kernel's SASS (K = 128), gzipped
 #     bench       `bench` of BEFORE and of this build, alternated, ROUNDS times (default 1)
+#     pipeline    scripts/bench-pipeline.sh over this build (run's rates against both PyTorch peers, the memory
+#                 check, bench --pipeline's roofline), at N16 N32 N64 samples (default 1e8 4e7 1.6e7) and
+#                 MEMORY_SAMPLES (default 2e8); its JSON and texts tarred
+#     stages      the device pipeline's stage times (CHUNKINV_PIPELINE_STAGES) at C = 16, 32, 64, model_like
+#                 d = 128: gold + kernel with every metric, and the kernel with the peer's metrics; then the
+#                 two PyTorch peers of the sample pipeline (.ext/peers/torch_vectorized.py, torch_compiled.py)
 set -uo pipefail
 steps=",${1:-tests,recurrence,seq,backward,bench},"
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
@@ -33,7 +40,8 @@ B=$PWD/build-cuda/chunkinv
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; "$B" --version | head -1; } | tee -a "$OUT/carried.log"
 if [[ $steps == *,tests,* ]]; then
   CHUNKINV_PIPELINE_SCALE_SAMPLES=20000 CHUNKINV_PIPELINE_SCALE_SEEDS=1,2,3 timeout 240 build-cuda/chunkinv_tests \
-    --gtest_filter='Gpu*:DevicePipeline*:Device*:Downstream*:Seq*:Backend*:ChunkedBackward*:ChunkedForward*' > /tmp/tests.log 2>&1
+    --gtest_filter="${TESTS_FILTER:-Gpu*:DevicePipeline*:Device*:Downstream*:Seq*:Backend*:ChunkedBackward*:ChunkedForward*}" \
+    > /tmp/tests.log 2>&1
   echo "tests rc=$?" >> /tmp/tests.log
   gzip -c /tmp/tests.log > "$OUT/tests.log.gz"
   grep -E "^\[  (PASSED|FAILED)|tests ran|FAILED  \]|tests rc" /tmp/tests.log | tee -a "$OUT/carried.log"
@@ -85,4 +93,25 @@ if [[ $steps == *,bench,* ]]; then
     echo "bench $w round $round rc=$? $(( $(date +%s) - s0 )) s" | tee -a "$OUT/carried.log"
     (cd /tmp && tar czf "$OUT/bench.tgz" bench-*.json)
   done; done
+fi
+if [[ $steps == *,stages,* ]]; then
+  for c in 16 32 64; do
+    n=4000000; [ $c = 32 ] && n=2000000; [ $c = 64 ] && n=400000
+    for w in every peer; do
+      extra=(--paths gold,kernel); [ $w = peer ] && extra=(--paths kernel --metrics inv_total_rel_rmse,inv_finite)
+      CHUNKINV_PIPELINE_STAGES=1 timeout 120 "$B" run -a family=model_like -a chunk=$c -a dim=128 --samples $n \
+        "${extra[@]}" --quantiles sketch --pipeline device -q -o "/tmp/stages-$w-C$c.json" 2> /tmp/stages.txt
+      echo "stages $w C=$c rc=$? $(grep 'pipeline stages' /tmp/stages.txt | tr '\n' ' ')" | tee -a "$OUT/carried.log"
+    done
+  done
+  for p in torch_vectorized torch_compiled; do
+    timeout 240 python3 ".ext/peers/$p.py" 2>&1 | grep -E "samples/s|Error" | tee -a "$OUT/carried.log"
+  done
+fi
+if [[ $steps == *,pipeline,* ]]; then
+  MEMORY_SAMPLES=${MEMORY_SAMPLES:-200000000} PEER=.ext/peers/torch_vectorized.py \
+    timeout ${PIPELINE_TIMEOUT:-420} scripts/bench-pipeline.sh build-cuda /tmp/pipeline ${N16:-100000000} ${N32:-40000000} ${N64:-16000000} \
+    2>&1 | tee -a "$OUT/carried.log"
+  cat /tmp/pipeline/roofline-*.txt >> "$OUT/carried.log"
+  (cd /tmp/pipeline && tar czf "$OUT/pipeline.tgz" bench-pipeline.json roofline-* peer*.log time-*.txt)
 fi
