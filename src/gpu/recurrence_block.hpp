@@ -16,7 +16,8 @@ namespace chunkinv::gpu::recurrence {
 
 constexpr int kSlices = 8;       // slices of a column's sum (forward.hpp: kRecurrenceSlices)
 constexpr int kMaxWarps = 8;     // warps a block
-constexpr int kStageTokens = 8;  // tokens in shared memory at a time
+constexpr int kStageTokens = 8;  // tokens in shared memory at a time (version 2)
+constexpr int kStageTokensV1 = 12;  // version 1's, two stages of them
 
 // Lanes that share a column pair: 8 (version 1: a lane holds both parities of
 // its slice's rows, 2 K / 8 doubles a column pair) or 16 (version 2: a lane
@@ -56,7 +57,8 @@ inline Shape shape_of(int K, int V, int version = 1) {
   const int cpw = version == 2 ? columns_per_warp<16>() : columns_per_warp<8>();
   const int warps = V < kMaxWarps * cpw ? (V + cpw - 1) / cpw : kMaxWarps;
   const int cols = warps * cpw;
-  const size_t stage = 3 * size_t(kStageTokens) * K + size_t(kStageTokens) * cols + kStageTokens;
+  const size_t n = version == 2 ? kStageTokens : kStageTokensV1;
+  const size_t stage = 3 * n * K + n * cols + n;
   return {warps, cols, (V + cols - 1) / cols, (version == 2 ? 1 : 2) * stage * sizeof(double)};
 }
 
@@ -145,21 +147,22 @@ CHUNKINV_HD inline void stage_tokens(const Args& a, X& x, const Staged& sh, int 
 // cols) of sequence block_x, every token of the launch. K = 16 NI. Every
 // lane of every warp runs every step (the shuffles need all 32); columns
 // past V hold zeros and are never written. Its staging is double-buffered:
-// tokens t + 8 .. t + 15 are copied into one buffer (x.copy_async: no
-// register, no wait) while tokens t .. t + 7 run from the other, one
+// tokens t + 12 .. t + 23 are copied into one buffer (x.copy_async: no
+// register, no wait) while tokens t .. t + 11 run from the other, one
 // barrier a stage.
 template <int NI, class X>
 CHUNKINV_HD inline void recurrence_block(const Args& a, X& x) {
   constexpr int K = 16 * NI, NR = 2 * NI, CPW = columns_per_warp<8>();
   const int threads = x.threads(), tid = x.thread();
   const int cols = CPW * (threads / 32);
-  const int stage_doubles = 3 * kStageTokens * K + kStageTokens * cols + kStageTokens;
+  const int stage_doubles = 3 * kStageTokensV1 * K + kStageTokensV1 * cols + kStageTokensV1;
   const int s = x.block_x(), V = a.value_dim;
   const Layout::Rows rows = a.layout.rows(s);
   const int lane = tid & 31, r = lane & (kSlices - 1), kept = r >> 2;
   const int col0 = x.block_y() * cols;
   const int e0 = col0 + (tid >> 5) * CPW + (lane / kSlices) * 2;  // columns e0, e0 + 1
   const int own = e0 + kept, other = e0 + 1 - kept;  // the column the lane keeps, and its pair's other
+  const bool stores = (r & 3) == 0 && own < V;        // one lane of the four that hold its sum writes it
   double* state = a.state + size_t(s) * K * V;
   double s0[NR], s1[NR];  // row 16 i + 2 r + p at [2 i + p], of column own and other
   CHUNKINV_UNROLL
@@ -175,12 +178,12 @@ CHUNKINV_HD inline void recurrence_block(const Args& a, X& x) {
   // they are this thread's to wait for (x.wait_copies) before the barrier
   // that makes them everyone's.
   const auto stage = [&](int t, int b) {
-    const int nt = a.count - t < kStageTokens ? a.count - t : kStageTokens;
+    const int nt = a.count - t < kStageTokensV1 ? a.count - t : kStageTokensV1;
     double* sk = x.smem() + b * stage_doubles;
-    double* sq = sk + kStageTokens * K;
-    double* sd = sq + kStageTokens * K;
-    double* sv = sd + kStageTokens * K;
-    double* sb = sv + kStageTokens * cols;
+    double* sq = sk + kStageTokensV1 * K;
+    double* sd = sq + kStageTokensV1 * K;
+    double* sv = sd + kStageTokensV1 * K;
+    double* sb = sv + kStageTokensV1 * cols;
     for (int i = tid; i < nt * (K / 2); i += threads) {
       const int j = i / (K / 2), c = 2 * (i % (K / 2));
       const size_t row = rows.of(a.t0 + t + j);
@@ -203,18 +206,19 @@ CHUNKINV_HD inline void recurrence_block(const Args& a, X& x) {
   };
 
   if (a.count > 0) stage(0, 0);
-  for (int t = 0, b = 0; t < a.count; t += kStageTokens, b ^= 1) {
-    const int nt = a.count - t < kStageTokens ? a.count - t : kStageTokens;
+  for (int t = 0, b = 0; t < a.count; t += kStageTokensV1, b ^= 1) {
+    const int nt = a.count - t < kStageTokensV1 ? a.count - t : kStageTokensV1;
     x.wait_copies();  // this thread's copies of tokens [t, t + nt)
-    x.sync();         // everyone's; and every lane is done with buffer b ^ 1 (tokens t - 8 on)
-    if (t + kStageTokens < a.count) stage(t + kStageTokens, b ^ 1);  // in flight while these tokens run
+    x.sync();         // everyone's; and every lane is done with buffer b ^ 1 (tokens t - 12 on)
+    if (t + kStageTokensV1 < a.count) stage(t + kStageTokensV1, b ^ 1);  // in flight while these tokens run
     const double* sk = x.smem() + b * stage_doubles;
-    const double* sq = sk + kStageTokens * K;
-    const double* sd = sq + kStageTokens * K;
-    const double* sv = sd + kStageTokens * K;
-    const double* sb = sv + kStageTokens * cols;
+    const double* sq = sk + kStageTokensV1 * K;
+    const double* sd = sq + kStageTokensV1 * K;
+    const double* sv = sd + kStageTokensV1 * K;
+    const double* sb = sv + kStageTokensV1 * cols;
+    double* o = a.o + rows.of(a.t0 + t) * V + own;  // token t's output in the lane's column
 
-    for (int j = 0; j < nt; ++j) {
+    for (int j = 0; j < nt; ++j, o += rows.step * V) {
       const double* kj = sk + j * K + 2 * r;
       const double* qj = sq + j * K + 2 * r;
       const double* dj = sd + j * K + 2 * r;
@@ -252,7 +256,7 @@ CHUNKINV_HD inline void recurrence_block(const Args& a, X& x) {
         c11 = fma_rn(qq.y, s1[2 * i + 1], c11);
       }
       const double dot_q = column_sum(x, add_rn(c00, c01), add_rn(c10, c11));
-      if ((r & 3) == 0 && own < V) a.o[rows.of(a.t0 + t + j) * V + own] = mul_rn(a.scale, dot_q);
+      if (stores) *o = mul_rn(a.scale, dot_q);
     }
   }
 
