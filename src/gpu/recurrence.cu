@@ -75,9 +75,11 @@ struct DeviceContext {
   __device__ __forceinline__ void wait_copies() const { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 };
 
-__global__ void decay_kernel(const double* g, double* d, Layout layout, int t0, int count, int width, size_t total) {
-  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < total) decay_one(g, d, layout, t0, count, width, i);
+// Grid (sequences, elements of a sequence / 256): a block's sequence is its x
+// (up to 2^31 - 1 of them), its part of the sequence's count x width decays its y.
+__global__ void decay_kernel(const double* g, double* d, Layout layout, int t0, int count, int width) {
+  const int rest = int(blockIdx.y * blockDim.x + threadIdx.x), s = int(blockIdx.x);
+  if (rest < count * width) decay_one(g, d, layout.rows(s), t0, width, size_t(s) * count * width, rest);
 }
 
 // K = 16 NI; 125 registers at NI = 8 (ptxas, sm_90), so two blocks of 8 warps an SM.
@@ -122,8 +124,7 @@ void launch_block(int version, dim3 grid, int threads, size_t smem, const Args& 
 void launch(const double* q, const double* k, const double* g, const double* beta, const double* v, double* o,
             double* state, double* d, Layout layout, int n, int K, int V, int W, int t0, int count, double scale,
             int version = 1) {
-  const size_t total = size_t(n) * count * W;
-  decay_kernel<<<unsigned((total + 255) / 256), 256>>>(g, d, layout, t0, count, W, total);
+  decay_kernel<<<dim3(unsigned(n), unsigned((size_t(count) * W + 255) / 256)), 256>>>(g, d, layout, t0, count, W);
   CUDA_CHECK_LAUNCH();
   const Shape sh = shape_of(K, V, version);
   const dim3 grid(unsigned(n), unsigned(sh.blocks_per_sequence));

@@ -84,13 +84,12 @@ inline double sub_rn(double a, double b) { return a - b; }
 inline double fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
 #endif
 
-// d[i], i = (s count + j) width + c: exp(g of token t0 + j of sequence s, gate column c).
-CHUNKINV_HD inline void decay_one(const double* g, double* d, Layout layout, int t0, int count, int width, size_t i) {
-  const size_t per_sequence = size_t(count) * width;
-  const int s = int(i / per_sequence);
-  const size_t rest = i % per_sequence;
-  const int j = int(rest / width), c = int(rest % width);
-  d[i] = detmath::hd::exp(g[layout.row(s, t0 + j) * width + c]);
+// d[i], i = (s count + j) width + c: exp(g of token t0 + j of sequence s, gate column c), given as
+// sequence s's rows, base = s count width and rest = j width + c (no 64-bit division an element).
+CHUNKINV_HD inline void decay_one(const double* g, double* d, Layout::Rows rows, int t0, int width, size_t base,
+                                  int rest) {
+  const int j = rest / width, c = rest - j * width;
+  d[base + rest] = detmath::hd::exp(g[rows.of(t0 + j) * width + c]);
 }
 
 // The column sum of recurrence_dots' order from the lane's slice partials

@@ -166,8 +166,9 @@ void host_block(int version, const gpu::recurrence::Args& a, HostContext& x) {
 // gpu/recurrence.cu's launch() on the host: the decays, then every block of the grid.
 void emulated_launch(int K, const gpu::recurrence::Args& a, const double* g, int n, int version) {
   using namespace gpu::recurrence;
-  const size_t total = size_t(n) * a.count * a.gate_width;
-  for (size_t i = 0; i < total; ++i) decay_one(g, const_cast<double*>(a.d), a.layout, a.t0, a.count, a.gate_width, i);
+  for (int s = 0; s < n; ++s)
+    for (int rest = 0; rest < a.count * a.gate_width; ++rest)
+      decay_one(g, const_cast<double*>(a.d), a.layout.rows(s), a.t0, a.gate_width, size_t(s) * a.count * a.gate_width, rest);
   const Shape sh = shape_of(K, a.value_dim, version);
   for (int s = 0; s < n; ++s)
     for (int by = 0; by < sh.blocks_per_sequence; ++by) {
