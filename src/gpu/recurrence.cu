@@ -75,11 +75,30 @@ struct DeviceContext {
   __device__ __forceinline__ void wait_copies() const { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 };
 
-// Grid (sequences, elements of a sequence / 256): a block's sequence is its x
-// (up to 2^31 - 1 of them), its part of the sequence's count x width decays its y.
+// Grid (sequences, a sequence's count x width decays / (256 kDecaysPerThread)):
+// a block's sequence is its x (up to 2^31 - 1 of them). A thread loads its
+// four gates first, then takes their exps, four independent chains
+// (decay_one's values: the same exp of the same gate). On an H100 (ncu) a
+// 512-token launch of the decays took 327 us with one a thread, 290 with
+// two, 273 with four: the chains, not the bytes, held it
+// (docs/notes/gpu-notes.md, "Fifth lease").
+constexpr int kDecaysPerThread = 4;
 __global__ void decay_kernel(const double* g, double* d, Layout layout, int t0, int count, int width) {
-  const int rest = int(blockIdx.y * blockDim.x + threadIdx.x), s = int(blockIdx.x);
-  if (rest < count * width) decay_one(g, d, layout.rows(s), t0, width, size_t(s) * count * width, rest);
+  const int s = int(blockIdx.x), n = count * width;
+  const int first = int(blockIdx.y * blockDim.x) * kDecaysPerThread + int(threadIdx.x);
+  const Layout::Rows rows = layout.rows(s);
+  double x[kDecaysPerThread];
+  CHUNKINV_UNROLL
+  for (int e = 0; e < kDecaysPerThread; ++e) {
+    const int rest = first + e * int(blockDim.x);
+    x[e] = rest < n ? g[gate_index(rows, t0, width, rest)] : 0.0;
+  }
+  const size_t base = size_t(s) * n;
+  CHUNKINV_UNROLL
+  for (int e = 0; e < kDecaysPerThread; ++e) {
+    const int rest = first + e * int(blockDim.x);
+    if (rest < n) d[base + rest] = detmath::hd::exp(x[e]);
+  }
 }
 
 // K = 16 NI; 125 registers at NI = 8 (ptxas, sm_90), so two blocks of 8 warps an SM.
@@ -124,7 +143,9 @@ void launch_block(int version, dim3 grid, int threads, size_t smem, const Args& 
 void launch(const double* q, const double* k, const double* g, const double* beta, const double* v, double* o,
             double* state, double* d, Layout layout, int n, int K, int V, int W, int t0, int count, double scale,
             int version = 1) {
-  decay_kernel<<<dim3(unsigned(n), unsigned((size_t(count) * W + 255) / 256)), 256>>>(g, d, layout, t0, count, W);
+  const size_t per_block = size_t(256) * kDecaysPerThread;
+  decay_kernel<<<dim3(unsigned(n), unsigned((size_t(count) * W + per_block - 1) / per_block)), 256>>>(g, d, layout, t0,
+                                                                                                      count, W);
   CUDA_CHECK_LAUNCH();
   const Shape sh = shape_of(K, V, version);
   const dim3 grid(unsigned(n), unsigned(sh.blocks_per_sequence));

@@ -86,10 +86,14 @@ inline double fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
 
 // d[i], i = (s count + j) width + c: exp(g of token t0 + j of sequence s, gate column c), given as
 // sequence s's rows, base = s count width and rest = j width + c (no 64-bit division an element).
+// gate_index is that g's index.
+CHUNKINV_HD inline size_t gate_index(Layout::Rows rows, int t0, int width, int rest) {
+  const int j = rest / width, c = rest - j * width;
+  return rows.of(t0 + j) * width + c;
+}
 CHUNKINV_HD inline void decay_one(const double* g, double* d, Layout::Rows rows, int t0, int width, size_t base,
                                   int rest) {
-  const int j = rest / width, c = rest - j * width;
-  d[base + rest] = detmath::hd::exp(g[rows.of(t0 + j) * width + c]);
+  d[base + rest] = detmath::hd::exp(g[gate_index(rows, t0, width, rest)]);
 }
 
 // The column sum of recurrence_dots' order from the lane's slice partials
