@@ -23,9 +23,6 @@
 #     pipeline    scripts/bench-pipeline.sh over this build (run's rates against both PyTorch peers, the memory
 #                 check, bench --pipeline's roofline), at N16 N32 N64 samples (default 1e8 4e7 1.6e7) and
 #                 MEMORY_SAMPLES (default 2e8); its JSON and texts tarred
-#     stages      the device pipeline's stage times (CHUNKINV_PIPELINE_STAGES) at C = 16, 32, 64, model_like
-#                 d = 128: gold + kernel with every metric, and the kernel with the peer's metrics; then the
-#                 two PyTorch peers of the sample pipeline (.ext/peers/torch_vectorized.py, torch_compiled.py)
 set -uo pipefail
 steps=",${1:-tests,recurrence,seq,backward,bench},"
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
@@ -93,20 +90,6 @@ if [[ $steps == *,bench,* ]]; then
     echo "bench $w round $round rc=$? $(( $(date +%s) - s0 )) s" | tee -a "$OUT/carried.log"
     (cd /tmp && tar czf "$OUT/bench.tgz" bench-*.json)
   done; done
-fi
-if [[ $steps == *,stages,* ]]; then
-  for c in 16 32 64; do
-    n=4000000; [ $c = 32 ] && n=2000000; [ $c = 64 ] && n=400000
-    for w in every peer; do
-      extra=(--paths gold,kernel); [ $w = peer ] && extra=(--paths kernel --metrics inv_total_rel_rmse,inv_finite)
-      CHUNKINV_PIPELINE_STAGES=1 timeout 120 "$B" run -a family=model_like -a chunk=$c -a dim=128 --samples $n \
-        "${extra[@]}" --quantiles sketch --pipeline device -q -o "/tmp/stages-$w-C$c.json" 2> /tmp/stages.txt
-      echo "stages $w C=$c rc=$? $(grep 'pipeline stages' /tmp/stages.txt | tr '\n' ' ')" | tee -a "$OUT/carried.log"
-    done
-  done
-  for p in torch_vectorized torch_compiled; do
-    timeout 240 python3 ".ext/peers/$p.py" 2>&1 | grep -E "samples/s|Error" | tee -a "$OUT/carried.log"
-  done
 fi
 if [[ $steps == *,pipeline,* ]]; then
   MEMORY_SAMPLES=${MEMORY_SAMPLES:-200000000} PEER=.ext/peers/torch_vectorized.py \

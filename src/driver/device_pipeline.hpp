@@ -72,7 +72,6 @@ class DevicePipeline final : public Backend {
     uint64_t samples = 0;
   };
   void time_stages(bool on);
-  bool timing_stages() const { return time_stages_; }
   // Stages in the order they run, one line a name (a name that recurs in a
   // batch, as fold does for each entry, summed).
   const std::vector<StageTime>& stage_times() const { return stage_times_; }
