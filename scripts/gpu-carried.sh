@@ -23,6 +23,13 @@
 #     pipeline    scripts/bench-pipeline.sh over this build (run's rates against both PyTorch peers, the memory
 #                 check, bench --pipeline's roofline), at N16 N32 N64 samples (default 1e8 4e7 1.6e7) and
 #                 MEMORY_SAMPLES (default 2e8); its JSON and texts tarred
+#     roofline    bench --pipeline's roofline (every metric, then the peer's metrics, C = 16, 32, 64) of each
+#                 build in ROOFLINE_BUILDS (default "prev now": .ext/run/chunkinv-prev.xz's, then this one's; "alt"
+#                 .ext/run/chunkinv-alt.xz's), side by side in one call, the sets in ROOFLINE_SETS (default "every
+#                 peer"); the texts and JSON tarred
+#     profile     Nsight Compute (`--set full`) over the first PROFILE_COUNT (default 30) launches of a
+#                 `run --pipeline device` (gold + kernel, every metric) at each C of PROFILE_CHUNKS (default
+#                 "16 64"), PROFILE_SAMPLES samples (default 65536); each report's details page as text, tarred
 set -uo pipefail
 steps=",${1:-tests,recurrence,seq,backward,bench},"
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
@@ -97,4 +104,35 @@ if [[ $steps == *,pipeline,* ]]; then
     2>&1 | tee -a "$OUT/carried.log"
   cat /tmp/pipeline/roofline-*.txt >> "$OUT/carried.log"
   (cd /tmp/pipeline && tar czf "$OUT/pipeline.tgz" bench-pipeline.json roofline-* peer*.log time-*.txt)
+fi
+if [[ $steps == *,roofline,* ]]; then
+  for w in ${ROOFLINE_BUILDS:-prev now}; do
+    b=$B; [ "$w" = prev ] && b=$PWD/build-cuda/chunkinv-prev; [ "$w" = alt ] && b=$PWD/build-cuda/chunkinv-alt
+    for c in ${ROOFLINE_SETS:-every peer}; do
+      extra=(); [ $c = peer ] && extra=(--paths kernel --metrics inv_total_rel_rmse,inv_finite)
+      timeout 300 "$b" bench --pipeline -a 'chunk=[16,32,64]' "${extra[@]}" -o "/tmp/roofline-$w-$c.json" > "/tmp/roofline-$w-$c.txt" 2>&1
+      echo "roofline $w $c rc=$?" | tee -a "$OUT/carried.log"
+      grep -E "validated|end to end|total|overlapped" "/tmp/roofline-$w-$c.txt" | tee -a "$OUT/carried.log"
+    done
+  done
+  (cd /tmp && tar czf "$OUT/roofline.tgz" roofline-*-*.json roofline-*-*.txt)
+fi
+if [[ $steps == *,profile,* ]]; then
+  # PROFILE_KERNELS: a regex of kernel names to profile (default every kernel); with it, the source page too
+  # (each CUDA line's instructions executed and stall samples; the build's -lineinfo, the tree at /work/main).
+  for c in ${PROFILE_CHUNKS:-16 64}; do
+    timeout 300 ncu --set full --import-source yes ${PROFILE_KERNELS:+-k "regex:$PROFILE_KERNELS"} \
+      --launch-count "${PROFILE_COUNT:-30}" -f -o "/tmp/profile-C$c" \
+      "$B" run -a family=model_like -a chunk="$c" -a dim=128 --samples "${PROFILE_SAMPLES:-65536}" --paths gold,kernel \
+      --quantiles sketch --pipeline device -q -o "/tmp/profile-run-C$c.json" > "/tmp/profile-C$c.log" 2>&1
+    echo "profile C=$c rc=$?" | tee -a "$OUT/carried.log"
+    ncu --import "/tmp/profile-C$c.ncu-rep" --page details --print-units base > "/tmp/profile-C$c.txt" 2>&1
+    if [ -n "${PROFILE_KERNELS:-}" ]; then
+      ncu --import "/tmp/profile-C$c.ncu-rep" --page source --print-source cuda --csv > "/tmp/profile-C$c-source.csv" 2>&1
+      ncu --import "/tmp/profile-C$c.ncu-rep" --page source --print-source sass --csv > "/tmp/profile-C$c-sass.csv" 2>&1
+      wc -l /tmp/profile-C$c-*.csv | tee -a "$OUT/carried.log"
+    fi
+    grep -E "^  [a-z_].*\(" "/tmp/profile-C$c.txt" | head -40 | tee -a "$OUT/carried.log"
+  done
+  (cd /tmp && tar czf "$OUT/profile.tgz" profile-C*.txt profile-C*.log profile-C*.csv 2>/dev/null)
 fi

@@ -64,6 +64,23 @@ __global__ void mma_f16_kernel(const uint16_t* a, const uint16_t* b, const uint1
   D[(g + 8) * 8 + 2 * t + 1] = uint16_t(fd[1] >> 16);
 }
 
+// One warp per tile of mma.sync.m8n8k4.f64: lane (g, t) = (lane / 4, lane %
+// 4) holds A[g][t], B[t][g] and D[g][2t], D[g][2t + 1] (PTX ISA layout).
+__global__ void mma_f64_kernel(const double* a, const double* b, const double* c, double* d, size_t tiles) {
+  const size_t tile = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (tile >= tiles) return;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const double* Cm = c + tile * 64;
+  double d0 = Cm[g * 8 + 2 * t], d1 = Cm[g * 8 + 2 * t + 1];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+               : "+d"(d0), "+d"(d1)
+               : "d"(a[tile * 32 + g * 4 + t]), "d"(b[tile * 32 + t * 8 + g]));
+#endif
+  d[tile * 64 + g * 8 + 2 * t] = d0;
+  d[tile * 64 + g * 8 + 2 * t + 1] = d1;
+}
+
 enum class Op { kEx2, kCvtBf16, kCvtF16, kMulBf16, kMulF16, kAddF16 };
 
 __global__ void elementwise_kernel(Op op, const void* x, const void* y, void* out, uint16_t* out2, size_t n) {
@@ -166,6 +183,18 @@ void mma_f16_f16(const uint16_t* a, const uint16_t* b, const uint16_t* c, uint16
   mma_f16_kernel<<<unsigned((tiles * 32 + 255) / 256), 256>>>(pa, pb, pc, pd, tiles);
   CUDA_CHECK_LAUNCH();
   CUDA_CHECK(cudaMemcpy(d, pd, tiles * 128 * 2, cudaMemcpyDeviceToHost));
+}
+
+void mma_f64_m8n8k4(const double* a, const double* b, const double* c, double* d, size_t tiles) {
+  if (tiles == 0) return;
+  DeviceBuffer<double> da, db, dc, dd;
+  const double* pa = upload(da, a, tiles * 32);
+  const double* pb = upload(db, b, tiles * 32);
+  const double* pc = upload(dc, c, tiles * 64);
+  double* pd = dd.get(tiles * 64);
+  mma_f64_kernel<<<unsigned((tiles * 32 + 255) / 256), 256>>>(pa, pb, pc, pd, tiles);
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cudaMemcpy(d, pd, tiles * 64 * sizeof(double), cudaMemcpyDeviceToHost));
 }
 
 void ex2_approx_ftz(const float* x, float* y, uint16_t* y_bf16, size_t n) {

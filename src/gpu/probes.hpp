@@ -13,6 +13,9 @@ namespace chunkinv::gpu::testing {
 // (row-major, m x k); b: tiles x 16 x 8 (row-major, k x n); c, d: tiles x 16 x 8.
 void mma_bf16_f32(const uint16_t* a, const uint16_t* b, const float* c, float* d, size_t tiles);
 void mma_f16_f16(const uint16_t* a, const uint16_t* b, const uint16_t* c, uint16_t* d, size_t tiles);
+// `tiles` independent mma.sync.m8n8k4.f64. a: tiles x 8 x 4 (row-major,
+// m x k); b: tiles x 4 x 8 (row-major, k x n); c, d: tiles x 8 x 8.
+void mma_f64_m8n8k4(const double* a, const double* b, const double* c, double* d, size_t tiles);
 
 // Elementwise: ex2.approx.ftz.f32 (y) and cvt.rn.bf16.f32 of it (y_bf16).
 void ex2_approx_ftz(const float* x, float* y, uint16_t* y_bf16, size_t n);

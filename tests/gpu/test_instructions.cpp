@@ -346,3 +346,74 @@ TEST(GpuInstructions, Conversions) {
   EXPECT_EQ(bad_ah, 0u);
 #endif
 }
+
+// mma.sync.m8n8k4.f64 against FP64 fused multiply-adds: the CPU model of an
+// FP64 tensor-core product that the gold's blocked forms rest on (d = c +
+// sum over k of a_k b_k, each term a fused multiply-add in k order, one
+// rounding each). Printed beside it, the same chain in the other order, so
+// that a failure says which order (if either) the hardware takes.
+TEST(GpuInstructions, MmaF64IsAFusedChainInKOrder) {
+  CHUNKINV_REQUIRE_GPU();
+#ifdef CHUNKINV_HAVE_CUDA
+  constexpr int kTiles = 4000;
+  struct Case {
+    const char* name;
+    double lo, hi;  // the operands' exponents, uniform in [lo, hi)
+    bool cancel;    // c (and a pair of products) cancel what the others leave
+  };
+  const Case cases[] = {{"random", -2, 2, false},
+                        {"wide exponents", -40, 40, false},
+                        {"cancellation", -6, 6, true},
+                        {"subnormal results", -540, -515, false},
+                        {"near overflow", 508, 511, false}};
+  TestRng rng(8484);
+  size_t total = 0, forward = 0, backward = 0;
+  for (const Case& cs : cases) {
+    std::vector<double> a(size_t(kTiles) * 32), b(size_t(kTiles) * 32), c(size_t(kTiles) * 64), d(c.size());
+    auto value = [&](double lo, double hi) { return rng.normal() * std::exp2(rng.uniform(lo, hi)); };
+    for (auto& v : a) v = value(cs.lo, cs.hi);
+    for (auto& v : b) v = value(cs.lo, cs.hi);
+    for (int tile = 0; tile < kTiles; ++tile)
+      for (int m = 0; m < 8; ++m)
+        for (int n = 0; n < 8; ++n) {
+          double& cv = c[size_t(tile) * 64 + m * 8 + n];
+          cv = value(2 * cs.lo, 2 * cs.hi);
+          if (cs.cancel && rng.uniform() < 0.5) {
+            double s = 0.0;
+            for (int k = 0; k < 4; ++k) s += a[size_t(tile) * 32 + m * 4 + k] * b[size_t(tile) * 32 + k * 8 + n];
+            cv = -s * (1.0 + rng.uniform(-1, 1) * 0x1p-30);
+          }
+        }
+    if (cs.cancel)  // products 0 and 1 of row 0 nearly cancel
+      for (int tile = 0; tile < kTiles; ++tile) {
+        double* A = &a[size_t(tile) * 32];
+        const double* B = &b[size_t(tile) * 32];
+        A[1] = -A[0] * B[0] / B[8] * (1.0 + rng.uniform(-1, 1) * 0x1p-40);
+      }
+    gpu::testing::mma_f64_m8n8k4(a.data(), b.data(), c.data(), d.data(), kTiles);
+    size_t fw = 0, bw = 0, shown = 0;
+    for (int tile = 0; tile < kTiles; ++tile)
+      for (int m = 0; m < 8; ++m)
+        for (int n = 0; n < 8; ++n) {
+          const double* A = &a[size_t(tile) * 32 + m * 4];
+          const double* B = &b[size_t(tile) * 32 + n];
+          const double cv = c[size_t(tile) * 64 + m * 8 + n], hw = d[size_t(tile) * 64 + m * 8 + n];
+          double f = cv, r = cv;
+          for (int k = 0; k < 4; ++k) f = std::fma(A[k], B[k * 8], f);
+          for (int k = 3; k >= 0; --k) r = std::fma(A[k], B[k * 8], r);
+          fw += same_double(f, hw);
+          bw += same_double(r, hw);
+          if (!same_double(f, hw) && shown++ < 3)
+            std::printf("  f64 mma %s: tile %d (%d,%d): hardware %a, chain k = 0..3 %a, k = 3..0 %a\n", cs.name, tile,
+                        m, n, hw, f, r);
+        }
+    const size_t n = size_t(kTiles) * 64;
+    std::printf("mma f64 m8n8k4 %-17s: %zu / %zu equal to the fused chain in k order (%zu to the reverse order)\n",
+                cs.name, fw, n, bw);
+    total += n;
+    forward += fw;
+    backward += bw;
+  }
+  EXPECT_EQ(forward, total);
+#endif
+}
