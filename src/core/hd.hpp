@@ -20,6 +20,13 @@
 #else
 #define CHUNKINV_UNROLL
 #endif
+// Keeps the next loop rolled on the device (a loop whose unrolled copies
+// would hold their loads in registers the kernel needs elsewhere).
+#ifdef __CUDA_ARCH__
+#define CHUNKINV_NO_UNROLL _Pragma("unroll 1")
+#else
+#define CHUNKINV_NO_UNROLL
+#endif
 
 namespace chunkinv::hd {
 

@@ -99,23 +99,27 @@ double solve_column_flops(int C, int first, int from) {
   return f;
 }
 
-// FP64 FLOPs of entry (i, j), j <= i, of (I + L) B by the fast rules
-// (fp64::unit_plus_times_lower, _walk): below C = 7 Eigen's
-// coefficient-based order, (delta + l_i0) b_0j then i terms of an add, a
-// product and an add; from C = 7 on the terms k in [j, i) (0.0 + l_ik,
-// times b_kj, added), the last one (1.0 + l_ii) b_ij added, the even and
-// odd accumulators added (rows in the groups of four), and acc * 1 + 0.0
-// (the product by one is no instruction; the add of +0 is).
-double residual_entry_flops(int C, int i, int j) {
-  if (3 * C < 20) return 3.0 * i + 2;
-  return 3.0 * (i - j) + 3 + (i < (C & ~3) ? 1 : 0) + 1;
-}
-// The same over the lower triangle: the fast rules form only those entries.
-double residual_flops(int C) {
-  double f = 0;
-  for (int i = 0; i < C; ++i)
-    for (int j = 0; j <= i; ++j) f += residual_entry_flops(C, i, j);
-  return f;
+// The inverse residual's pass (gpu::blocks::residual_pass) by the fast
+// rules: row block I's 8 x 8 tiles (I, J), J <= I, each the mma.m8n8k4 of
+// k = 8J .. min(8I + 8, C) in steps of 4; a lane forms its A fragment's
+// entry (i, k) of I + L with an add where k <= i < C (a select elsewhere);
+// then each entry of the lower triangle: r - y, its square, and the add to
+// the sum (its reference sum is C, not formed).
+StageWork residual_pass_work(int C) {
+  StageWork w;
+  const int B = (C + 7) / 8;
+  for (int I = 0; I < B; ++I)
+    for (int J = 0; J <= I; ++J)
+      for (int k0 = 8 * J; k0 < std::min(8 * I + 8, C); k0 += 4) {
+        w.fp64_mma += kDmmaM8n8k4;
+        for (int g = 0; g < 8; ++g)
+          for (int h = 0; h < 4; ++h) {
+            const int i = 8 * I + g, k = k0 + h;
+            if (i < C && k <= i) w.fp64 += 1;
+          }
+      }
+  w.fp64 += 3 * packed(C);
+  return w;
 }
 
 // Squarings of the Neumann series: P = P * P while 2p < C (p = 1, 2, 4, ...).
@@ -204,9 +208,12 @@ StageWork gold_work(const PipelineWorkShape& s) {
   // The solve of I + L, two threads a column: each column from row
   // x_first(c); with X by columns (C > 32) its rows from x_kept(c) on.
   for (int c = 0; c < C; ++c) w.fp64 += solve_column_flops(C, b::x_first(c), b::gold_columns(C) ? b::x_kept(c) : 0);
-  // The reference's fast rules (residual_sums): (I + L) X on the lower
-  // triangle, each entry's error r - y squared and y squared, both added to their sum.
-  if (s.reference) w.fp64 += residual_flops(C) + packed(C) * (3 + 2);
+  // The reference's fast rules: the residual's pass over L and X.
+  if (s.reference) {
+    const StageWork r = residual_pass_work(C);
+    w.fp64 += r.fp64;
+    w.fp64_mma += r.fp64_mma;
+  }
   // Read: keys, g, beta. Written: the gold L and inverse, fp16(gold L), the reference's values.
   w.bytes = Cd * dd * 2 + Cd * gw * 8 + Cd * 8 + csq * 8 * 2;
   if (s.gold_l_fp16) w.bytes += csq * 2;
@@ -278,12 +285,16 @@ StageWork entry_work(const PipelineWorkShape& s, bool kernel) {
     for (int c = 0; c < C; ++c) w.fp64 += solve_column_flops(C, c & ~31, c & ~31);
   // A slab's terms, each entry of the lower triangle: a difference squared
   // and a reference squared (3 FLOPs) for l_rel_rmse, inv_total,
-  // inv_method_only and inv_gold_l where they are computed; the residual's
-  // entry, r - y squared and y squared; then every one of the kChains sums
-  // adds its term, asked for or not.
+  // inv_method_only and inv_gold_l where they are computed; then every one
+  // of the kChains sums adds its term, asked for or not. The residual: its
+  // pass over the gold L and INV.
   const double rel_rmses = (e.l_rel_rmse ? 1 : 0) + 1 + (e.method_only ? 1 : 0) + (run ? 1 : 0);
   w.fp64 += P * (3 * rel_rmses + gpu::blocks::kChains);
-  if (e.residual) w.fp64 += residual_flops(C) + 3 * P;
+  if (e.residual) {
+    const StageWork r = residual_pass_work(C);
+    w.fp64 += r.fp64;
+    w.fp64_mma += r.fp64_mma;
+  }
   // Read, each once: the path's L (for l_rel_rmse, method_only or l_finite;
   // the gold path's is the gold L), the gold L (l_rel_rmse, residual), the
   // gold inverse, INV, the run on the gold L (the gold path's INV itself),
@@ -315,10 +326,13 @@ StageWork pair_work(const PipelineWorkShape& s) {
   // A slab's terms: the kernel L's error squared (2), the gold L's and
   // gold inverse's squares (1 each, shared), INV's error (2), INV's error
   // against the exact inverse and that inverse's square (3), the run's
-  // error (2, shared by the gold path's three inverse values), and both
-  // residuals' entries with their errors squared (2 each; their reference
-  // sums are C, not formed); then the kPairSums sums add their terms.
-  w.fp64 += P * (2 + 1 + 1 + 2 + 3 + 2 + 2 + 2 + gpu::blocks::kPairSums) + 2 * residual_flops(C);
+  // error (2, shared by the gold path's three inverse values); then the
+  // kPairSums sums add their terms. Both residuals' passes, over the gold L
+  // with INV and with the run.
+  w.fp64 += P * (2 + 1 + 1 + 2 + 3 + 2 + gpu::blocks::kPairSums);
+  const StageWork r = residual_pass_work(C);
+  w.fp64 += 2 * r.fp64;
+  w.fp64_mma += 2 * r.fp64_mma;
   // Read once: the decays, the kernel's L, the gold L and inverse, INV, the
   // run, the diagnostics of both runs; written both entries' values.
   w.bytes = 2 * double(C) * s.gate_width * 2 + csq * (2 + 8 + 8 + 2 + 2) + 16 + 2 * kEntryValues * 8;

@@ -15,6 +15,14 @@
 #include "metrics/fp64_order.hpp"
 #include "metrics/metric_ids.hpp"
 
+// Unrolls the next loop four times on the device: four iterations' loads
+// issued before the first one's use, without the registers of a full unroll.
+#ifdef __CUDA_ARCH__
+#define CHUNKINV_UNROLL_4 _Pragma("unroll 4")
+#else
+#define CHUNKINV_UNROLL_4
+#endif
+
 namespace chunkinv::gpu::blocks {
 
 namespace id = metric_id;  // a sample's row of values, written by id
@@ -68,9 +76,9 @@ CHUNKINV_HD inline int slab_size(int C) {
   return packed_size(C) < s ? packed_size(C) : s;
 }
 CHUNKINV_HD inline int slab_stride(int C) { return slab_size(C) | 1; }  // odd: the sums' threads read different banks
-// The reference's two sums (residual_sums) take slabs of 128 above C = 32,
-// one entry a thread of the gold's block, whose shared memory then lets
-// five blocks an SM at C = 64.
+// The gold's tail and the reference program keep a slab of 128 above
+// C = 32 (two rows of the residual's pass fit it), whose shared memory then
+// lets five blocks an SM at C = 64.
 CHUNKINV_HD inline int reference_slab_size(int C) {
   return C > 32 ? (packed_size(C) < 128 ? packed_size(C) : 128) : slab_size(C);
 }
@@ -205,37 +213,144 @@ CHUNKINV_HD inline void load_8(const uint16_t* p, uint16_t (&v)[8]) {
 #endif
 }
 
-// The two sums of evaluate_reference's inverse_residual, rel_rmse((I + L) X,
-// I), by the fast rules (L finite and strictly lower, X zero above its
-// diagonal, so the product's entries above the diagonal are zeros and its
-// terms k < j too, see metrics_fast_program): over the packed lower triangle
-// a slab at a time, into acc[0] (squared errors) and acc[1] (squared
-// references), which the caller zeroes, as is fl->s2_bad, set here when an
-// entry of the product is not finite. l(i, k) is read for k <= i; x(k, j)
-// for k >= j, and for k < j too below C = 7; from C = 7 on, walk(i, j) gives
-// the entry instead (fp64::unit_plus_times_lower_walk over the same L and X).
-template <class Block, class Lf, class Xf, class Walk>
-CHUNKINV_HD void residual_sums(const Block& blk, int C, const Lf& l, const Xf& x, const Walk& walk, double* terms,
-                               double* acc, BlockFlags* fl) {
-  const int P = packed_size(C), S = reference_slab_size(C), SS = reference_slab_stride(C), T = blk.threads;
-  for (int k0 = 0; k0 < P; k0 += S) {
-    const int len = P - k0 < S ? P - k0 : S;
+// One m8n8k4 FP64 MMA on a warp: (c0, c1) += A B, the lane's fragments a
+// (A[lane / 4][lane % 4]) and b (B[lane % 4][lane / 4]), its accumulators
+// C[lane / 4][2 (lane % 4) + {0, 1}]. Each accumulator takes its four
+// products as fused multiply-adds, k in order
+// (GpuInstructions.MmaF64IsAFusedChainInKOrder).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ inline void dmma_m8n8k4(double& c0, double& c1, double a, double b) {
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+               : "+d"(c0), "+d"(c1)
+               : "d"(a), "d"(b));
+}
+#endif
+
+// The inverse residual's squared errors by the fast rules (L finite and
+// strictly lower, X finite and zero above its diagonal), summed into *err
+// (set to +0 first) over the packed lower triangle in order; the caller's
+// reference sum is C, exactly (ones on the diagonal, +0 elsewhere). The
+// product (I + L) X on 8 x 8 tiles of FP64 tensor cores: row block I's
+// tiles (I, J), J <= I, on warp J % W, each the mma.m8n8k4 of k = 8J ..
+// 8I + 7 in steps of 4, k ascending, which is fp64::residual_entry's chain
+// over those k, the same bits as over j .. i (fp64_order.hpp); a CPU run
+// forms each lane's entries by that chain. Then two rows at a time (at most
+// 2C - 1 entries, within every program's slab), the lanes holding them
+// write their squared errors to terms, in packed order, and thread 0 adds
+// them. Sets `s2_bit` in fl->s2_bad when an entry of the product is not
+// finite. l(i, k) is read for k <= i < C, x(k, j) for j <= k < C.
+struct ResidualTiles {
+  double v[2][2];  // the lane's two entries of each of its tiles of a row block
+};
+// Tiles a warp holds in a row block: at most two, for every block size here.
+CHUNKINV_HD inline bool residual_tiles_fit(int C, int threads) {
+  const int W = threads / 32, B = (C + 7) / 8;
+  return W >= 1 && (B + W - 1) / W <= 2;
+}
+template <class Block, class Lf, class Xf>
+CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x, double* terms, double* err,
+                               BlockFlags* fl, int s2_bit) {
+  const int B = (C + 7) / 8, W = blk.threads / 32;
+  auto acc = blk.template local<ResidualTiles>();
+  // The entries of I + L and of X the tiles read: zero outside the matrix,
+  // above L's diagonal and above X's.
+  auto a_ik = [&](int i, int k) { return i >= C || k >= C || k > i ? 0.0 : ((i == k) ? 1.0 : 0.0) + l(i, k); };
+  auto x_kj = [&](int k, int j) { return k >= C || j >= C || k < j ? 0.0 : x(k, j); };
+  CHUNKINV_NO_UNROLL
+  for (int I = 0; I < B; ++I) {
     blk.each([&](int t) {
-      bool s2_bad = false;
-      slab_entries(k0, len, T, t, [&](int k, int i, int j) {
-        const double r = 3 * C < 20 ? fp64::unit_plus_times_lower(C, i, j, 0, l, x) : walk(i, j);
-        s2_bad |= !std::isfinite(r);
-        const double y = i == j ? 1.0 : 0.0, d = r - y;
-        terms[k - k0] = d * d;
-        terms[SS + k - k0] = y * y;
+      if (t == 0 && I == 0) *err = 0.0;
+      const int lane = t % 32, w = t / 32, g = lane / 4, h = lane % 4;
+      ResidualTiles& A = acc[t];
+      CHUNKINV_UNROLL
+      for (int p = 0; p < 2; ++p) {
+        A.v[p][0] = A.v[p][1] = 0.0;
+        const int J = w + p * W;
+        if (J > I) continue;
+        const int kend = 8 * I + 8 < C ? 8 * I + 8 : C;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        CHUNKINV_NO_UNROLL  // unrolled, the gold's registers went 80 -> 91 at C = 64 (a block an SM fewer)
+        for (int k0 = 8 * J; k0 < kend; k0 += 4)
+          dmma_m8n8k4(A.v[p][0], A.v[p][1], a_ik(8 * I + g, k0 + h), x_kj(k0 + h, 8 * J + g));
+#else
+        (void)h;
+        for (int e = 0; e < 2; ++e) {
+          const int i = 8 * I + g, j = 8 * J + 2 * (lane % 4) + e;
+          double r = 0.0;
+          for (int k0 = 8 * J; k0 < kend; k0 += 4)
+            for (int k = k0; k < k0 + 4; ++k) r = fp64::fma_rn(a_ik(i, k), x_kj(k, j), r);
+          A.v[p][e] = r;
+        }
+#endif
+      }
+    });
+    CHUNKINV_NO_UNROLL
+    for (int r0 = 8 * I; r0 < 8 * I + 8 && r0 < C; r0 += 2) {
+      const int k0 = packed_at(r0, 0), len = packed_at(r0 + 2 < C ? r0 + 2 : C, 0) - k0;
+      blk.each([&](int t) {
+        const int lane = t % 32, w = t / 32, i = 8 * I + lane / 4;
+        if (i != r0 && i != r0 + 1) return;
+        if (i >= C) return;
+        bool bad = false;
+        CHUNKINV_UNROLL
+        for (int p = 0; p < 2; ++p) {
+          const int J = w + p * W;
+          if (J > I) continue;
+          for (int e = 0; e < 2; ++e) {
+            const int j = 8 * J + 2 * (lane % 4) + e;
+            if (j > i) continue;
+            const double r = acc[t].v[p][e], d = r - (i == j ? 1.0 : 0.0);
+            bad |= !std::isfinite(r);
+            terms[packed_at(i, j) - k0] = d * d;
+          }
+        }
+        if (bad) blk.set_bits(&fl->s2_bad, s2_bit);
       });
-      if (s2_bad) blk.set(&fl->s2_bad);
-    });
-    blk.each([&](int t) {
-      if (t >= 2) return;
-      acc[t] = add_terms(acc[t], terms + size_t(t) * SS, len);
-    });
+      blk.each([&](int t) {
+        if (t == 0) *err = add_terms(*err, terms, len);
+      });
+    }
   }
+}
+
+// The inverse residual's product by the fast rules (as residual_pass) into
+// R, the lower triangle packed, in one phase: warp w takes the tiles q = w,
+// w + W, ... of the lower triangle of 8 x 8 tiles, row by row, and writes
+// its lanes' entries on and below the diagonal. For programs with the
+// space for R, whose sums then take its entries' terms in their slabs
+// beside the others (the serial sums run side by side, not one after
+// another as residual_pass's).
+template <class Block, class Lf, class Xf>
+CHUNKINV_HD void residual_tiles(const Block& blk, int C, const Lf& l, const Xf& x, double* R) {
+  const int B = (C + 7) / 8, W = blk.threads / 32, nt = B * (B + 1) / 2;
+  auto a_ik = [&](int i, int k) { return i >= C || k >= C || k > i ? 0.0 : ((i == k) ? 1.0 : 0.0) + l(i, k); };
+  auto x_kj = [&](int k, int j) { return k >= C || j >= C || k < j ? 0.0 : x(k, j); };
+  blk.each([&](int t) {
+    const int lane = t % 32, g = lane / 4, h = lane % 4;
+    CHUNKINV_NO_UNROLL
+    for (int q = t / 32; q < nt; q += W) {
+      int I = 0;
+      while ((I + 1) * (I + 2) / 2 <= q) ++I;
+      const int J = q - I * (I + 1) / 2, kend = 8 * I + 8 < C ? 8 * I + 8 : C;
+      double v[2] = {0.0, 0.0};
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+      CHUNKINV_UNROLL_4
+      for (int k0 = 8 * J; k0 < kend; k0 += 4) dmma_m8n8k4(v[0], v[1], a_ik(8 * I + g, k0 + h), x_kj(k0 + h, 8 * J + g));
+#else
+      (void)h;
+      for (int e = 0; e < 2; ++e) {
+        const int i = 8 * I + g, j = 8 * J + 2 * (lane % 4) + e;
+        for (int k0 = 8 * J; k0 < kend; k0 += 4)
+          for (int k = k0; k < k0 + 4; ++k) v[e] = fp64::fma_rn(a_ik(i, k), x_kj(k, j), v[e]);
+      }
+#endif
+      const int i = 8 * I + g;
+      for (int e = 0; e < 2; ++e) {
+        const int j = 8 * J + 2 * (lane % 4) + e;
+        if (i < C && j <= i) R[packed_at(i, j)] = v[e];
+      }
+    }
+  });
 }
 
 // evaluate_reference's values from the fast rules' sums (the gold L finite).

@@ -19,9 +19,10 @@ namespace chunkinv::gpu::blocks {
 //    (+-0 - +-0)^2 = +0 and the sums, which start at +0 and add squares, are
 //    never -0, so adding +0 changes no bit. The lower triangle is walked in
 //    data order, so every other term is added in the host's order;
-//  - the residual's product skips the terms k < j of entry (i, j): INV(k, j)
-//    is +-0 there and the gold L finite, so they are zeros added to
-//    accumulators that start at +0 (unit_plus_times' k_begin);
+//  - the residual's product takes the terms k of the tiles holding j .. i
+//    only: INV(k, j) is +-0 for k < j and L(i, k) +0 for k > i, the gold L
+//    finite, so the others are fused multiply-adds of zeros to
+//    accumulators that start at +0 (fp64::residual_entry);
 //  - entries above the diagonal are not formed at all: the product is zero
 //    there and (I + gold L) * INV's term (0 - 0)^2.
 // What runs in parallel changes too: a phase computes every term of a slab
@@ -136,8 +137,15 @@ CHUNKINV_HD inline void solve_column_packed(int C, int c, const double* lp, doub
 // Above, the blocks an SM holds would drop by a third (C = 32, run 39 on
 // the H200: kernel-path metrics 53.6 -> 70.7 ns a sample).
 CHUNKINV_HD inline bool fast_stages_gold(int C) { return C <= 16; }
+// Whether the fast program forms the residual's product into R in shared
+// memory (residual_tiles: its sums then run beside the others) or, above
+// this chunk, two rows at a time (residual_pass: no space for R).
+#ifndef CHUNKINV_RESIDUAL_TILES_UP_TO
+#define CHUNKINV_RESIDUAL_TILES_UP_TO 64
+#endif
+CHUNKINV_HD inline bool fast_residual_tiles(int C) { return C <= CHUNKINV_RESIDUAL_TILES_UP_TO; }
 struct FastSmem {
-  double *inv, *s1, *lp, *terms, *acc, *gl, *gi;
+  double *inv, *s1, *lp, *terms, *acc, *r, *gl, *gi;
 };
 // The fast program's slabs: slab_size(C), but 128 entries above C = 32
 // where the path's L is the gold L. That program keeps neither the exact
@@ -160,7 +168,7 @@ CHUNKINV_HD inline size_t fast_scratch(int C, bool with_s1) {
 // inverse is the gold inverse, read from there).
 CHUNKINV_HD inline size_t fast_metrics_smem_doubles(int C, bool with_s1 = true) {
   return size_t(packed_size(C)) + (with_s1 ? size_t(packed_size(C)) : 0) + fast_scratch(C, with_s1) + kChains +
-         (fast_stages_gold(C) ? 2 * size_t(packed_size(C)) : 0);
+         (fast_residual_tiles(C) ? size_t(packed_size(C)) : 0) + (fast_stages_gold(C) ? 2 * size_t(packed_size(C)) : 0);
 }
 CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C, bool with_s1 = true) {
   FastSmem m;
@@ -168,7 +176,8 @@ CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C, bool with_s1 = true) {
   m.s1 = m.inv + packed_size(C);          // the exact inverse of I + path L, packed (with_s1)
   m.lp = m.terms = m.s1 + (with_s1 ? packed_size(C) : 0);  // the path's L packed (for the solve, with_s1), then the slabs' terms
   m.acc = m.lp + fast_scratch(C, with_s1);  // the sums, kChains
-  m.gl = m.acc + kChains;                 // the gold L, packed (fast_stages_gold)
+  m.r = m.acc + kChains;                  // (I + gold L) * INV, packed (residual_tiles)
+  m.gl = m.r + (fast_residual_tiles(C) ? packed_size(C) : 0);  // the gold L, packed (fast_stages_gold)
   m.gi = m.gl + packed_size(C);           // the gold inverse, packed (fast_stages_gold)
   return m;
 }
@@ -180,19 +189,10 @@ struct FastGold {
   int C;
   const double *gl, *gi;    // C x C, device memory
   const double *sgl, *sgi;  // packed, shared memory (kStaged)
-  // L's entry (r, c), c <= r; row r (row(r)[c] = l(r, c)); the inverse's
-  // entry (i, j), j <= i, at e = i C + j (device) or k packed (shared).
+  // L's entry (r, c), c <= r; the inverse's entry (i, j), j <= i, at e =
+  // i C + j (device) or k packed (shared).
   CHUNKINV_HD double l(int r, int c) const { return kStaged ? sgl[packed_at(r, c)] : gl[size_t(r) * C + c]; }
-  CHUNKINV_HD const double* row(int r) const { return kStaged ? sgl + packed_at(r, 0) : gl + size_t(r) * C; }
   CHUNKINV_HD double inv(size_t e, int k) const { return kStaged ? sgi[k] : gi[e]; }
-  // Entry (i, j), j <= i, k packed, of (I + gold L) X by the fast rules:
-  // X's lower triangle packed in xp; x(k, j) any entry of X, read below
-  // C = 7 only (the coefficient-based order reads above the diagonal).
-  template <class Xf>
-  CHUNKINV_HD double residual(int i, int j, int k, const double* xp, const Xf& x) const {
-    if (3 * C < 20) return fp64::unit_plus_times_lower(C, i, j, 0, [&](int r, int c) { return l(r, c); }, x);
-    return fp64::unit_plus_times_lower_walk(C, i, j, row(i), xp + packed_at(j, j), xp + k, fp64::PackedRowsStep{});
-  }
 };
 
 // Whether the fast program solves for the exact inverse of I + path L:
@@ -253,14 +253,15 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
     for (int c = t; c < C; c += T) solve_column_packed(C, c, m.lp, m.s1);
   });
 
-  // B = INV for the residual's product: entry (k, j), k >= j, from the packed
-  // copy; below C = 7 (Eigen's coefficient-based product reads every k) the
-  // entries above the diagonal come from the FP16 bits.
-  auto inv_kj = [&](int k, int j) { return k >= j ? m.inv[packed_at(k, j)] : fp64::fp16_value(p.inv[at + size_t(k) * C + j]); };
   // No sum is read (the INV and the run on the gold L not finite, and no
   // l_rel_rmse asked for, as with --metrics inv_total_rel_rmse,inv_finite
   // at C = 64): no slab is formed.
   const bool sums = (l_ok && p.l_rel_rmse) || inv_ok || gold_run_ok;
+  // The residual's product on the tensor cores, into R before the slabs.
+  const bool residual = inv_ok && p.residual, tiles = residual && fast_residual_tiles(C);
+  auto gold_l = [&](int r, int c) { return gold.l(r, c); };
+  auto inv_kj = [&](int k, int j) { return m.inv[packed_at(k, j)]; };
+  if (tiles) residual_tiles(blk, C, gold_l, inv_kj, m.r);
   for (int k0 = 0; sums && k0 < P; k0 += S) {
     const int len = P - k0 < S ? P - k0 : S;
     blk.each([&](int t) {
@@ -292,8 +293,8 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
           q[3 * SS] = d * d;
           q[8 * SS] = gie * gie;
         }
-        if (inv_ok && p.residual) {  // inverse_residual: (I + gold L) * INV against I
-          const double r = gold.residual(i, j, k, m.inv, inv_kj);
+        if (tiles) {  // inverse_residual: (I + gold L) * INV against I, its entry from R
+          const double r = m.r[k];
           s2_bad |= !std::isfinite(r);
           const double y = i == j ? 1.0 : 0.0;
           d = r - y;
@@ -306,6 +307,14 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
     blk.each([&](int t) {  // the sums, each in the host's order; the unused ones add what nobody reads
       if (t >= kChains) return;
       m.acc[t] = add_terms(m.acc[t], m.terms + size_t(t) * SS, len);
+    });
+  }
+  // Without the space for R: the residual two rows at a time over the (now
+  // free) slab terms, its errors into sum 4; its reference sum 9 is C.
+  if (residual && !tiles) {
+    residual_pass(blk, C, gold_l, inv_kj, m.terms, &m.acc[4], fl, 1);
+    blk.each([&](int t) {
+      if (t == 0) m.acc[9] = double(C);  // C ones and +0s, added in any order
     });
   }
 
@@ -350,14 +359,14 @@ enum PairSum { kKlErr, kGlRef, kKinvErr, kGiRef, kMethodErr, kS1Ref, kRunErr, kK
 inline constexpr int kS2Kernel = 1, kS2Gold = 2;  // BlockFlags::s2_bad bits: whose residual is not finite
 
 struct PairSmem {
-  double *inv, *run, *s1, *lp, *terms, *acc, *gl, *gi;
+  double *inv, *run, *s1, *lp, *terms, *acc, *rk, *rg, *gl, *gi;
 };
 CHUNKINV_HD inline size_t pair_scratch(int C) {
   const size_t a = size_t(packed_size(C)), b = size_t(kPairSums) * slab_stride(C);
   return a > b ? a : b;
 }
 CHUNKINV_HD inline size_t pair_metrics_smem_doubles(int C) {
-  return 3 * size_t(packed_size(C)) + pair_scratch(C) + kPairSums +
+  return 3 * size_t(packed_size(C)) + pair_scratch(C) + kPairSums + 2 * size_t(packed_size(C)) +
          (fast_stages_gold(C) ? 2 * size_t(packed_size(C)) : 0);
 }
 CHUNKINV_HD inline PairSmem pair_smem(double* sm, int C) {
@@ -367,7 +376,9 @@ CHUNKINV_HD inline PairSmem pair_smem(double* sm, int C) {
   m.s1 = m.run + packed_size(C);          // the exact inverse of I + kernel L, packed
   m.lp = m.terms = m.s1 + packed_size(C);  // the kernel's L packed (for the solve), then the slabs' terms
   m.acc = m.lp + pair_scratch(C);         // the sums, kPairSums
-  m.gl = m.acc + kPairSums;               // the gold L, packed (fast_stages_gold)
+  m.rk = m.acc + kPairSums;               // (I + gold L) * INV, packed (residual_tiles)
+  m.rg = m.rk + packed_size(C);           // (I + gold L) * run, packed
+  m.gl = m.rg + packed_size(C);           // the gold L, packed (fast_stages_gold)
   m.gi = m.gl + packed_size(C);           // the gold inverse, packed (fast_stages_gold)
   return m;
 }
@@ -431,10 +442,12 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
     for (int c = t; c < C; c += T) solve_column_packed(C, c, m.lp, m.s1);
   });
 
-  // B for the residuals: the packed copies; below C = 7 the entries above the diagonal from the FP16 bits.
-  auto inv_kj = [&](int k, int j) { return k >= j ? m.inv[packed_at(k, j)] : fp64::fp16_value(pk.inv[at + size_t(k) * C + j]); };
-  auto run_kj = [&](int k, int j) { return k >= j ? m.run[packed_at(k, j)] : fp64::fp16_value(pg.inv[at + size_t(k) * C + j]); };
   const bool k_res = k_fast && inv_ok, g_res = g_fast && run_ok;
+  // The residuals' products on the tensor cores, into R before the slabs:
+  // (I + gold L) * kernel INV and (I + gold L) * run.
+  auto gold_l = [&](int r, int c) { return gold.l(r, c); };
+  if (k_res) residual_tiles(blk, C, gold_l, [&](int k, int j) { return m.inv[packed_at(k, j)]; }, m.rk);
+  if (g_res) residual_tiles(blk, C, gold_l, [&](int k, int j) { return m.run[packed_at(k, j)]; }, m.rg);
   for (int k0 = 0; k0 < P; k0 += S) {
     const int len = P - k0 < S ? P - k0 : S;
     blk.each([&](int t) {
@@ -466,13 +479,13 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
         }
         const double y = i == j ? 1.0 : 0.0;
         if (k_res) {  // (I + gold L) * kernel INV against I
-          const double r = gold.residual(i, j, k, m.inv, inv_kj);
+          const double r = m.rk[k];
           if (!std::isfinite(r)) s2_bad |= kS2Kernel;
           d = r - y;
           q[kKResErr * SS] = d * d;
         }
         if (g_res) {  // (I + gold L) * run against I
-          const double r = gold.residual(i, j, k, m.run, run_kj);
+          const double r = m.rg[k];
           if (!std::isfinite(r)) s2_bad |= kS2Gold;
           d = r - y;
           q[kGResErr * SS] = d * d;
@@ -564,19 +577,13 @@ CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, dou
     });
     return;
   }
-  if (fl->inv_bad == 0) {
-    auto x_kj = [&](int k, int j) { return k >= j ? X[packed_at(k, j)] : g.gold_inv[at + size_t(k) * C + j]; };
-    residual_sums(
-        blk, C, [&](int r, int c) { return gl[size_t(r) * C + c]; }, x_kj,
-        [&](int i, int j) {
-          return fp64::unit_plus_times_lower_walk(C, i, j, gl + size_t(i) * C, X + packed_at(j, j), X + packed_at(i, j),
-                                                  fp64::PackedRowsStep{});
-        },
-        terms, acc, fl);
-  }
+  if (fl->inv_bad == 0)
+    residual_pass(blk, C, [&](int r, int c) { return gl[size_t(r) * C + c]; }, [&](int k, int j) { return X[packed_at(k, j)]; },
+                  terms, &acc[0], fl, 1);
   blk.each([&](int t) {
     if (t != 0) return;
     slow[s] = 0;
+    acc[1] = double(C);  // the residual's reference: C ones and +0s, added in any order
     write_reference_fast(out + size_t(s) * kReferenceMetricCount, C, fl, acc);
   });
 }

@@ -101,17 +101,6 @@ CHUNKINV_HD inline bool dmma_exact(double wi, double wj, int d) { return wi + wj
 // Keys i and j's dot product in channel order, as compute_gold forms it.
 CHUNKINV_HD inline double exact_dot(const uint16_t* ki, const uint16_t* kj, int d);
 
-// One m8n8k4 FP64 MMA on a warp: (c0, c1) += A B, the lane's fragments a
-// (A[lane / 4][lane % 4]) and b (B[lane % 4][lane / 4]), its accumulators
-// C[lane / 4][2 (lane % 4) + {0, 1}].
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-__device__ inline void dmma_m8n8k4(double& c0, double& c1, double a, double b) {
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
-               : "+d"(c0), "+d"(c1)
-               : "d"(a), "d"(b));
-}
-#endif
-
 // c + a b where a b is exact (a and b BF16 values, widened: the product has
 // at most 16 significant bits and neither overflows nor underflows FP64):
 // then rounding a b first changes nothing, and the fused form, rounded once,
@@ -490,27 +479,15 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
   // A non-finite inverse makes inverse_residual +inf whatever its sums (write_reference_fast).
   if (fl->inv_bad == 0) {
     if constexpr (!kColumns) {
-      residual_sums(
-          blk, C, l, [&](int k, int j) { return m.X[size_t(k) * C + j]; },
-          [&](int i, int j) {
-            return fp64::unit_plus_times_lower_walk(C, i, j, m.L + packed_at(i, 0), m.X + size_t(j) * C + j,
-                                                    m.X + size_t(i) * C + j, fp64::StrideStep{C});
-          },
-          m.terms, m.acc, fl);
-    } else {  // C > 32: no entry of X is read above the diagonal
-      residual_sums(
-          blk, C, l, [&](int k, int j) { return m.X[x_origin(C, j) + 4 * k]; },
-          [&](int i, int j) {
-            const double* xc = m.X + x_origin(C, j);  // column j, its rows j..i in order
-            return fp64::unit_plus_times_lower_walk(C, i, j, m.L + packed_at(i, 0), xc + 4 * j, xc + 4 * i,
-                                                    fp64::StrideStep{4});
-          },
-          m.terms, m.acc, fl);
+      residual_pass(blk, C, l, [&](int k, int j) { return m.X[size_t(k) * C + j]; }, m.terms, &m.acc[0], fl, 1);
+    } else {  // C > 32: X by columns (every k >= j is a row the column keeps)
+      residual_pass(blk, C, l, [&](int k, int j) { return m.X[x_origin(C, j) + 4 * k]; }, m.terms, &m.acc[0], fl, 1);
     }
   }
   blk.each([&](int t) {
     if (t != 0) return;
     slow[s] = 0;
+    m.acc[1] = double(C);  // the residual's reference sum: C ones and +0s, added in any order
     write_reference_fast(a.reference + size_t(s) * kReferenceMetricCount, C, fl, m.acc);
   });
 }

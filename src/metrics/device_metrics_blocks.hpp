@@ -24,7 +24,9 @@
 //    broadcast read; on a finite L a warp skips the rows above its first
 //    column (exact, see fp64_order.hpp); the gold's solve gives each
 //    column two threads, one for each half of a panel's sums;
-//  - residual product: one thread per entry (fp64::unit_plus_times_lower);
+//  - residual product: in the full programs one thread per entry
+//    (fp64::residual_entry over every k); in the fast ones 8 x 8 tiles on
+//    the FP64 tensor cores, a warp a tile (residual_pass);
 //  - each rel_rmse is a serial sum: in the full programs (metrics_program,
 //    reference_program) over C^2 entries, the metrics of a sample at once,
 //    one thread each, on different warps where there are; in the fast

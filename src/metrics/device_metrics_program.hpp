@@ -56,13 +56,13 @@ CHUNKINV_HD inline void write_counts_and_diagnostics(double* o, const PathOnDevi
   o[id::kGoldLPowerMax] = p.gold_l_power_max ? static_cast<double>(p.gold_l_power_max[s]) : NAN;
 }
 
-// Thread t's entries of R = (I + gold L) * B, all C x C (the full programs'
-// residual product; B finite, gold L strictly lower).
+// Thread t's entries of R = (I + gold L) * B, all C x C, each over every k
+// (the full programs' residual product: fp64::residual_entry's definition).
 CHUNKINV_HD inline void residual_product(int C, int T, int t, const double* gl, const double* B, double* R) {
   for (size_t e = t; e < size_t(C) * C; e += T) {
     const int i = int(e / C), j = int(e % C);
-    R[e] = fp64::unit_plus_times_lower(
-        C, i, j, 0, [&](int r, int k) { return gl[size_t(r) * C + k]; },
+    R[e] = fp64::residual_entry(
+        i, j, 0, C, [&](int r, int k) { return gl[size_t(r) * C + k]; },
         [&](int k, int c) { return B[size_t(k) * C + c]; });
   }
 }

@@ -1,12 +1,14 @@
 // The FP64 arithmetic of the gold and the metrics as plain loops, one source
 // for the CPU and the GPU (metrics/device_metrics.cu).
 //
-// The CPU computes the gold inverse and the residual with Eigen; these loops
-// are the same IEEE operations in the same order as Eigen 3.4 runs them in
-// this build (EIGEN_DONT_VECTORIZE, -ffp-contract=off: its block-panel
-// kernel has register blocks of 1 x 4, mr = 1, nr = 4, and peels k by 8).
+// The CPU computes the gold inverse with Eigen; the solve's loops below are
+// the same IEEE operations in the same order as Eigen 3.4 runs them in this
+// build (EIGEN_DONT_VECTORIZE, -ffp-contract=off: its block-panel kernel has
+// register blocks of 1 x 4, mr = 1, nr = 4, and peels k by 8). The inverse
+// residual's product is defined here (residual_entry), for both.
 // tests/metrics/test_gold_order.cpp checks them bit for bit against Eigen
-// for C = 2..64 on random and extreme matrices (inf and NaN included).
+// and the definition for C = 2..64 on random and extreme matrices (inf and
+// NaN included).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -137,130 +139,32 @@ CHUNKINV_HD inline void unit_lower_solve_column(int C, int c, int first, const L
   unit_lower_solve_column_from(C, c, first, l, x);
 }
 
-// Entry (i, j) of (I + L) * B as `(Mat::Identity(C, C) + L) * B` forms it
-// (metrics.cpp's residual; row-major, dynamic sizes), with a_ik = (i == k) +
-// l(i, k):
-//  - 3C < 20 (C <= 6), Eigen's coefficient-based product: a_i0 b_0j, then
-//    each further a_ik b_kj added in order;
-//  - otherwise the block-panel kernel on the transposed problem: rows i in
-//    groups of 4 (i < 4 * (C / 4)) take even k < (C & ~7) into one
-//    accumulator and odd k into another, add them, then the remaining k in
-//    order; the last C % 4 rows take every k in order; the result is
-//    acc * 1 + 0 (the kernel's alpha on a zeroed destination).
-// `k_end` (<= C) skips the terms with k >= k_end: pass C for Eigen's bits;
-// i + 1 where L is strictly lower and every b_kj is finite (the skipped
-// terms are then zeros, which can change only the sign of a zero result).
-// `k_begin` skips the terms with k < k_begin: 0 for Eigen's bits; j where
-// also b_kj = +-0 for k < j and every l(i, k) is finite, and C >= 7 (the
-// block-panel kernel's accumulators start at +0, so the skipped zeros change
-// no bit; the coefficient-based product starts from a term, not from +0).
-template <class L, class B>
-CHUNKINV_HD inline double unit_plus_times(int C, int i, int j, int k_begin, int k_end, const L& l, const B& b) {
-  if (3 * C < 20) {
-    double s = ((i == 0) ? 1.0 : 0.0) + l(i, 0);
-    s = s * b(0, j);
-    for (int k = 1; k < k_end; ++k) s = s + (((i == k) ? 1.0 : 0.0) + l(i, k)) * b(k, j);
-    return s;
-  }
-  double acc = 0.0, odd = 0.0;
-  int k = k_begin;
-  if (i < (C & ~3)) {
-    const int peeled = (C & ~7) < k_end ? (C & ~7) : k_end;
-    for (; k < peeled; ++k) {
-      const double t = b(k, j) * (((i == k) ? 1.0 : 0.0) + l(i, k));
-      if (k & 1) odd += t;
-      else acc += t;
-    }
-    acc = acc + odd;
-  }
-  for (; k < k_end; ++k) acc += b(k, j) * (((i == k) ? 1.0 : 0.0) + l(i, k));
-  return acc * 1.0 + 0.0;
+// Entry (i, j) of (I + L) B, the product of inverse_residual (metrics.cpp's
+// residual; docs/numerics.md, "The inverse residual's product"): the fused
+// multiply-adds a_ik b_kj for k = k_begin .. k_end - 1 in that order, from
+// +0, with a_ik = (i == k) + l(i, k), the entry of I + L. k_begin = 0 and
+// k_end = C is the definition. Where L is finite and zero on and above its
+// diagonal, and B finite and +-0 above its diagonal, the terms with k < j
+// or k > i are fused multiply-adds of a zero product, which change no bit
+// of an accumulator that started at +0 (it is never -0: x + -0 = x, and
+// +0 + -0 = +0): k_begin = j, k_end = i + 1 gives the same bits, and an
+// entry above the diagonal is +0. This is the order of mma.m8n8k4.f64 on
+// 8 x 8 tiles of I + L and B, k ascending (one fused multiply-add a term,
+// k in order: GpuInstructions.MmaF64IsAFusedChainInKOrder), which the GPU's
+// block programs use (gpu::blocks::residual_pass).
+CHUNKINV_HD inline double fma_rn(double a, double b, double c) {
+#ifdef __CUDA_ARCH__
+  return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
 }
 template <class L, class B>
-CHUNKINV_HD inline double unit_plus_times(int C, int i, int j, int k_end, const L& l, const B& b) {
-  return unit_plus_times(C, i, j, 0, k_end, l, b);
+CHUNKINV_HD inline double residual_entry(int i, int j, int k_begin, int k_end, const L& l, const B& b) {
+  double r = 0.0;
+  for (int k = k_begin; k < k_end; ++k) r = fma_rn(((i == k) ? 1.0 : 0.0) + l(i, k), b(k, j), r);
+  return r;
 }
-
-// unit_plus_times(C, i, j, k_begin, i + 1, l, b), the form the residual
-// takes on a strictly lower L, with the same operations in the same order
-// and fewer instructions: a_ik is 0.0 + l(i, k) below the diagonal and
-// 1.0 + l(i, i) on it, and the peeled terms go to their accumulator by
-// k's parity two at a time, without a test per term.
-template <class L, class B>
-CHUNKINV_HD inline double unit_plus_times_lower(int C, int i, int j, int k_begin, const L& l, const B& b) {
-  if (3 * C < 20) return unit_plus_times(C, i, j, k_begin, i + 1, l, b);
-  auto term = [&](int k) { return b(k, j) * (0.0 + l(i, k)); };  // k < i
-  const double last = b(i, j) * (1.0 + l(i, i));                   // k = i
-  double acc = 0.0, odd = 0.0;
-  int k = k_begin;
-  if (i < (C & ~3)) {
-    const int peeled = (C & ~7) < i + 1 ? (C & ~7) : i + 1;
-    const int below = peeled < i ? peeled : i;  // the peeled terms with k < i
-    if (k < below && (k & 1)) odd += term(k++);
-    for (; k + 1 < below; k += 2) {
-      acc += term(k);
-      odd += term(k + 1);
-    }
-    if (k < below) acc += term(k++);
-    if (k < peeled) {  // k = i
-      if (i & 1) odd += last;
-      else acc += last;
-      ++k;
-    }
-    acc = acc + odd;
-  }
-  for (; k < i; ++k) acc += term(k);
-  if (k == i) acc += last;
-  return acc * 1.0 + 0.0;
-}
-
-// unit_plus_times_lower(C, i, j, j, l, b) for 3C >= 20 with row i of l and
-// column j of b walked by pointers rather than looked up term by term:
-// l(i, k) = li[k]; b(k, j) = *bk, bk starting at b(j, j) and moving on by
-// step(k) from row k to row k + 1; bi = &b(i, j). The same operations in
-// the same order (the GPU's residuals spent most of their instructions on
-// each term's index arithmetic and bounds tests).
-template <class Step>
-CHUNKINV_HD inline double unit_plus_times_lower_walk(int C, int i, int j, const double* li, const double* bk,
-                                                     const double* bi, const Step& step) {
-  const double last = *bi * (1.0 + li[i]);  // k = i
-  double acc = 0.0, odd = 0.0;
-  int k = j;
-  auto term = [&]() {  // k < i, then on to row k + 1
-    const double t = *bk * (0.0 + li[k]);
-    bk += step(k);
-    ++k;
-    return t;
-  };
-  if (i < (C & ~3)) {
-    const int peeled = (C & ~7) < i + 1 ? (C & ~7) : i + 1;
-    const int below = peeled < i ? peeled : i;
-    if (k < below && (k & 1)) odd += term();
-    while (k + 1 < below) {
-      acc += term();
-      odd += term();
-    }
-    if (k < below) acc += term();
-    if (k < peeled) {
-      if (i & 1) odd += last;
-      else acc += last;
-      ++k;
-    }
-    acc = acc + odd;
-  }
-  while (k < i) acc += term();
-  if (k == i) acc += last;
-  return acc * 1.0 + 0.0;
-}
-// Steps of a column walk: a row-major C x C matrix (stride C), or a lower
-// triangle packed by rows (row k + 1 starts k + 1 entries after row k).
-struct StrideStep {
-  int stride;
-  CHUNKINV_HD int operator()(int) const { return stride; }
-};
-struct PackedRowsStep {
-  CHUNKINV_HD int operator()(int k) const { return k + 1; }
-};
 
 // rel_rmse(a, e) of metrics.cpp, one entry at a time in the matrices' data
 // order: sqrt(mean((a-e)^2)) / (sqrt(mean(e^2)) + 1e-30), +inf once an

@@ -141,14 +141,22 @@ TEST(PipelineWork, GoldOfOneChunkByHand) {
   const double cum = 8, dots = 2 * 32 * 5 * 16, l = 28 * (kExp + 3), solve = 8 * (3 * 28 + 4 * 2);
   EXPECT_EQ(stage_work("gold", s).fp64, cum + dots + l + solve);
   EXPECT_EQ(stage_work("gold", s).fp64_mma, 0);
-  // The reference's residual: entry (i, j) is 3 (i - j + 1) + 2 FLOPs at
-  // C = 8 (every row in a group of four), then r - y squared, y squared
-  // and two sums: 5 more. Sum of i - j over the lower triangle: 84.
+  // The reference's residual at C = 8: one 8 x 8 tile, two m8n8k4 (k = 0..3
+  // and 4..7); the lanes form the 36 entries of I + L on and below the
+  // diagonal with an add each, then each of the 36 lower entries takes
+  // r - y, its square and the sum's add.
   s.reference = true;
-  EXPECT_EQ(stage_work("gold", s).fp64, cum + dots + l + solve + 3 * 84 + 5 * 36 + 5 * 36);
+  EXPECT_EQ(stage_work("gold", s).fp64, cum + dots + l + solve + 36 + 3 * 36);
+  EXPECT_EQ(stage_work("gold", s).fp64_mma, 2 * 512);
 }
 
 TEST(PipelineWork, GoldDotProductsScaleWithDim) {
+  // The gold without its reference (whose residual is on the tensor cores too).
+  auto shape = [](int C, int d = 128, int gw = 1) {
+    PipelineWorkShape s = ::shape(C, d, gw);
+    s.reference = false;
+    return s;
+  };
   // Per-token gates up to C = 16: the FP64 units' FMAs, 2 x 32 x 5 a channel.
   const StageWork a = stage_work("gold", shape(16, 128)), b = stage_work("gold", shape(16, 256));
   EXPECT_EQ(b.fp64 - a.fp64, 2 * 32 * 5 * 128);
@@ -230,13 +238,14 @@ TEST(PipelineWork, PairIsTheTwoEntriesLessWhatTheyShare) {
                     p = stage_work("metrics(kernel, gold)", s);
     // Shared terms: the gold L's and gold inverse's squares, the run's
     // error (the gold path's three inverse values), the gold L's error
-    // sum (+0) and the residuals' reference sums (C) not formed, and 9
-    // sums instead of 20: 26 FLOPs fewer an entry of the lower triangle.
-    EXPECT_EQ(p.fp64, k.fp64 + g.fp64 - 26 * packed(C)) << C;
+    // sum (+0) not formed, and 9 sums instead of 20: 24 FLOPs fewer an
+    // entry of the lower triangle. The residuals' passes are the same two.
+    EXPECT_EQ(p.fp64, k.fp64 + g.fp64 - 24 * packed(C)) << C;
+    EXPECT_EQ(p.fp64_mma, k.fp64_mma + g.fp64_mma) << C;
     // Shared operands: the gold L, the gold inverse, the run and its two
     // diagnostics, read once instead of twice.
     EXPECT_EQ(p.bytes, k.bytes + g.bytes - (8.0 + 8 + 2) * C * C - 8) << C;
-    EXPECT_EQ(p.fp16_mma + p.fp64_mma + p.fp32, 0) << C;
+    EXPECT_EQ(p.fp16_mma + p.fp32, 0) << C;
   }
 }
 
@@ -251,8 +260,12 @@ TEST(PipelineWork, EntriesAskingForLessDoLess) {
   // The residual alone adds its product and its terms, and the gold L's reads.
   s.kernel_entry.residual = true;
   const StageWork r = stage_work("metrics(kernel)", s);
-  // At C = 16 entry (i, j) is 3 (i - j + 1) + 2; sum of i - j is 680.
-  EXPECT_EQ(r.fp64 - w.fp64, 3 * 680 + 5 * packed(16) + 3 * packed(16));
+  // At C = 16, row blocks 0 and 1: tiles (0, 0) and (1, 1) two m8n8k4
+  // each, (1, 0) four; their lanes form the entries of I + L they read on
+  // and below the diagonal, 36 in each diagonal tile and 9 + 10 + ... + 16
+  // = 100 in (1, 0); then r - y, its square and the add, 3 a lower entry.
+  EXPECT_EQ(r.fp64 - w.fp64, 36 + 36 + 100 + 3 * packed(16));
+  EXPECT_EQ(r.fp64_mma - w.fp64_mma, 8 * 512);
   EXPECT_EQ(r.bytes - w.bytes, 2048);
   // The pair reads no flag: every value of both entries.
   s.gold_entry = s.kernel_entry;

@@ -588,6 +588,23 @@ TEST(DeviceMetrics, SolveSumsFitTheirThreadsAndSpace) {
   }
 }
 
+// The residual's tensor-core pass (residual_pass): a warp holds at most two
+// tiles of a row block, and two rows' squared errors (2C - 1 at most) fit
+// the terms of every program that runs it, at every C and block size.
+TEST(DeviceMetrics, ResidualPassFitsItsTilesAndTerms) {
+  using namespace gpu::blocks;
+  for (int C = 2; C <= gpu::kMaxMetricsChunk; ++C) {
+    EXPECT_TRUE(residual_tiles_fit(C, block_threads(C))) << "C = " << C;
+    EXPECT_GE(reference_slab_stride(C), 2 * C - 1) << "C = " << C;  // the gold's and the reference's
+    for (bool s1 : {false, true}) {
+      EXPECT_GE(fast_slab_stride(C, s1), 2 * C - 1) << "C = " << C;
+    }
+    if (gpu::pair_pays(C)) {
+      EXPECT_GE(slab_stride(C), 2 * C - 1) << "C = " << C;
+    }
+  }
+}
+
 // The gold's X by columns (C > 32): each column from the panel of its
 // diagonal, four columns interleaved; every kept entry has its own double
 // of the space; six blocks of C = 64 (per-token gates) fit an sm_90

@@ -1,7 +1,8 @@
 // The plain loops of metrics/fp64_order.hpp against the Eigen operations they
-// stand for (methods/exact.cpp's unit_lower_inverse, metrics.cpp's residual
-// product and rel_rmse), bit for bit: the GPU runs these loops, so this is
-// what makes its gold and metrics the CPU's.
+// stand for (methods/exact.cpp's unit_lower_inverse, metrics.cpp's rel_rmse),
+// bit for bit, and the residual product's fast form (k = j .. i) against its
+// definition (every k): the GPU runs these loops, so this is what makes its
+// gold and metrics the CPU's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -67,20 +68,17 @@ Mat plain_inverse(const Mat& l, bool skip) {
   return x;
 }
 
-Mat plain_product(const Mat& l, const Mat& b, bool skip) {
+// (I + L) B by fp64::residual_entry: over every k, or (lower) over k = j .. i
+// on and below the diagonal and +0 above it.
+Mat plain_product(const Mat& l, const Mat& b, bool lower) {
   const int C = int(l.rows());
   Mat p(C, C);
+  auto lf = [&](int r, int k) { return l(r, k); };
+  auto bf = [&](int k, int c) { return b(k, c); };
   for (int i = 0; i < C; ++i)
     for (int j = 0; j < C; ++j)
-      p(i, j) = fp64::unit_plus_times(
-          C, i, j, skip ? i + 1 : C, [&](int r, int k) { return l(r, k); }, [&](int k, int c) { return b(k, c); });
+      p(i, j) = !lower ? fp64::residual_entry(i, j, 0, C, lf, bf) : j <= i ? fp64::residual_entry(i, j, j, i + 1, lf, bf) : 0.0;
   return p;
-}
-
-Mat eigen_product(const Mat& l, const Mat& b) {
-  const Eigen::Index c = l.rows();
-  const Mat i = Mat::Identity(c, c);
-  return (i + l) * b;  // as metrics.cpp's residual()
 }
 
 constexpr int kPerSize = 50;  // matrices per chunk size and kind: 63 x 50 x 3 = 9,450 each
@@ -130,107 +128,55 @@ TEST(GoldOrder, SkippingTheZeroHeadOfAColumnIsExactOnFiniteMatrices) {
   EXPECT_EQ(differing, 0);
 }
 
-TEST(GoldOrder, ResidualProductIsEigensBitForBit) {
+TEST(GoldOrder, ResidualEntryIsTheFusedChainOfIPlusL) {
+  // residual_entry(i, j, 0, C) against the same chain written out on the
+  // matrix I + L as Eigen forms it, on L and B of every kind (inf and NaN
+  // included): one std::fma a term, k ascending, from +0.
   Rng rng(13);
-  int differing = 0, matrices = 0;
-  for (int C = 2; C <= 64; ++C)
-    for (int t = 0; t < kPerSize; ++t)
-      for (int kind = 0; kind < 3; ++kind) {
-        const Mat l = strict_lower(C, rng, kind);
-        Mat b(C, C);
-        for (int i = 0; i < C; ++i)
-          for (int j = 0; j < C; ++j)
-            b(i, j) = (kind == 1 && rng.integer(10) == 0) ? extreme_value(rng) : (j > i && t % 2 ? 0.0 : rng.normal());
-        const int d = count_differing(plain_product(l, b, false), eigen_product(l, b));
-        differing += d != 0;
-        ++matrices;
-        if (d) ADD_FAILURE() << "C=" << C << " kind " << kind << ": " << d << " entries differ";
-      }
-  std::printf("(I + L) * B: %d of %d matrices differ from Eigen\n", differing, matrices);
-  EXPECT_EQ(differing, 0);
-}
-
-TEST(GoldOrder, ResidualProductSkipsZeroTermsUpToTheSignOfZero) {
-  Rng rng(14);
-  int differing = 0;
-  for (int C = 2; C <= 64; ++C)
-    for (int t = 0; t < kPerSize; ++t) {
-      const Mat l = strict_lower(C, rng, t % 3);  // inf and NaN in L too: they are never skipped
-      Mat b(C, C);
-      for (int i = 0; i < C; ++i)
-        for (int j = 0; j < C; ++j) b(i, j) = (j > i && t % 2) ? 0.0 : fp16(rng.normal());
-      const Mat p = plain_product(l, b, true), q = eigen_product(l, b);
-      for (Eigen::Index e = 0; e < p.size(); ++e) {
-        const double u = p.data()[e], v = q.data()[e];
-        differing += !(u == v || (std::isnan(u) && std::isnan(v)));
-      }
-    }
-  EXPECT_EQ(differing, 0);
-}
-
-TEST(GoldOrder, LowerResidualEntryIsTheGeneralOneBitForBit) {
-  // unit_plus_times_lower against unit_plus_times(..., i + 1, ...) on
-  // strictly lower L of every kind (extreme values, zeros of both signs, inf
-  // and NaN included) and B of every kind, every entry, every k_begin <= j.
-  Rng rng(15);
   long differing = 0, entries = 0;
-  for (int C = 2; C <= 64; ++C)
-    for (int t = 0; t < 4; ++t) {
+  for (int C = 2; C <= 64; C += 3)
+    for (int t = 0; t < 6; ++t) {
       const Mat l = strict_lower(C, rng, t % 3);
       const Mat b = residual_operand(C, rng, t == 1);
-      auto lf = [&](int r, int k) { return l(r, k); };
-      auto bf = [&](int k, int c) { return b(k, c); };
-      for (int i = 0; i < C; ++i)
-        for (int j = 0; j < C; ++j)
-          for (int k_begin : {0, j / 2, j}) {
-            const double want = fp64::unit_plus_times(C, i, j, k_begin, i + 1, lf, bf);
-            const double got = fp64::unit_plus_times_lower(C, i, j, k_begin, lf, bf);
-            differing += !same_double(got, want);
-            ++entries;
-          }
-    }
-  std::printf("lower residual entries: %ld of %ld differ from the general form\n", differing, entries);
-  EXPECT_EQ(differing, 0);
-}
-
-TEST(GoldOrder, LowerResidualWalkIsTheLowerFormBitForBit) {
-  // unit_plus_times_lower_walk (pointers along row i of L and column j of B,
-  // B row-major or packed by rows) against unit_plus_times_lower with
-  // k_begin = j, every entry on or below the diagonal, C = 7..64, the same
-  // kinds of L and B as above.
-  Rng rng(16);
-  long differing = 0, entries = 0;
-  for (int C = 7; C <= 64; ++C)
-    for (int t = 0; t < 4; ++t) {
-      const Mat l = strict_lower(C, rng, t % 3);
-      const Mat b = residual_operand(C, rng, t == 1);
-      std::vector<double> rows(size_t(C) * C), packed(size_t(C) * (C + 1) / 2), lrow(static_cast<size_t>(C));
+      const Mat a = Mat::Identity(C, C) + l;
+      const Mat p = plain_product(l, b, false);
       for (int i = 0; i < C; ++i)
         for (int j = 0; j < C; ++j) {
-          rows[size_t(i) * C + j] = b(i, j);
-          if (j <= i) packed[size_t(i) * (i + 1) / 2 + j] = b(i, j);
+          double r = 0.0;
+          for (int k = 0; k < C; ++k) r = std::fma(a(i, k), b(k, j), r);
+          differing += !same_double(p(i, j), r);
+          ++entries;
         }
-      auto lf = [&](int r, int k) { return l(r, k); };
-      auto bf = [&](int k, int c) { return b(k, c); };
-      for (int i = 0; i < C; ++i) {
-        for (int k = 0; k < C; ++k) lrow[k] = l(i, k);
-        for (int j = 0; j <= i; ++j) {
-          const double want = fp64::unit_plus_times_lower(C, i, j, j, lf, bf);
-          const double* r0 = rows.data();
-          const double* p0 = packed.data();
-          const double by_rows = fp64::unit_plus_times_lower_walk(C, i, j, lrow.data(), r0 + size_t(j) * C + j,
-                                                                   r0 + size_t(i) * C + j, fp64::StrideStep{C});
-          const double by_packed =
-              fp64::unit_plus_times_lower_walk(C, i, j, lrow.data(), p0 + size_t(j) * (j + 1) / 2 + j,
-                                               p0 + size_t(i) * (i + 1) / 2 + j, fp64::PackedRowsStep{});
-          differing += !same_double(by_rows, want) + !same_double(by_packed, want);
-          entries += 2;
-        }
-      }
     }
-  std::printf("lower residual walks: %ld of %ld differ from the lower form\n", differing, entries);
+  std::printf("(I + L) * B: %ld of %ld entries differ from the chain on I + L\n", differing, entries);
   EXPECT_EQ(differing, 0);
-  EXPECT_GT(entries, 100000);
+}
+
+TEST(GoldOrder, ResidualFastFormIsTheDefinitionOnFiniteLowerOperands) {
+  // Over k = j .. i (and +0 above the diagonal) against every k, bit for bit
+  // with the signs of zeros, where L is finite and strictly lower and B
+  // finite and +-0 above its diagonal: L of normal, extreme-but-finite
+  // (huge, tiny, subnormal, zeros of both signs) and FP16 entries, B of
+  // normals, FP16 values and -0 or +0 above the diagonal. This is what
+  // lets the host take the fast form and the GPU's tiles start at k = 8J.
+  Rng rng(14);
+  long differing = 0, entries = 0;
+  for (int C = 2; C <= 64; ++C)
+    for (int t = 0; t < 12; ++t) {
+      Mat l = strict_lower(C, rng, t % 3);
+      for (Eigen::Index e = 0; e < l.size(); ++e)
+        if (!std::isfinite(l.data()[e])) l.data()[e] = rng.integer(2) ? -0.0 : 0x1p-1070;
+      Mat b(C, C);
+      for (int i = 0; i < C; ++i)
+        for (int j = 0; j < C; ++j)
+          b(i, j) = j > i ? (rng.integer(2) ? -0.0 : 0.0) : t % 2 ? fp16(rng.normal()) : rng.normal() * std::exp2(rng.integer(40) - 20);
+      const Mat full = plain_product(l, b, false), fast = plain_product(l, b, true);
+      differing += count_differing(full, fast);
+      entries += full.size();
+    }
+  std::printf("(I + L) * B over k = j .. i: %ld of %ld entries differ from every k\n", differing, entries);
+  EXPECT_EQ(differing, 0);
+  EXPECT_GT(entries, 1000000);
 }
 
 TEST(GoldOrder, RelRmseAndResidualAreTheMetricsBitForBit) {
@@ -246,13 +192,13 @@ TEST(GoldOrder, RelRmseAndResidualAreTheMetricsBitForBit) {
       fp64::RelRmse r;
       for (Eigen::Index e = 0; e < a.size(); ++e) r.add(a.data()[e], gold.inv.data()[e]);
       differing += !same_double(r.value(int(a.size())), rel_rmse(a, gold.inv));
-      // evaluate_reference's residual: the plain product with skipped zeros, then rel_rmse against I.
+      // evaluate_reference's residual: the product by its definition, then rel_rmse against I.
       double ref[4];
       evaluate_reference(gold, ref);
       bool inv_finite = all_finite(gold.inv);
       double residual = INFINITY;
       if (inv_finite) {
-        const Mat p = plain_product(gold.L, gold.inv, true);
+        const Mat p = plain_product(gold.L, gold.inv, false);
         fp64::RelRmse q;
         for (int i = 0; i < C; ++i)
           for (int j = 0; j < C; ++j) q.add(p(i, j), i == j ? 1.0 : 0.0);
