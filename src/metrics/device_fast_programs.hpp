@@ -138,12 +138,14 @@ CHUNKINV_HD inline void solve_column_packed(int C, int c, const double* lp, doub
 // the H200: kernel-path metrics 53.6 -> 70.7 ns a sample).
 CHUNKINV_HD inline bool fast_stages_gold(int C) { return C <= 16; }
 // Whether the fast program forms the residual's product into R in shared
-// memory (residual_tiles: its sums then run beside the others) or, above
-// this chunk, two rows at a time (residual_pass: no space for R).
-#ifndef CHUNKINV_RESIDUAL_TILES_UP_TO
-#define CHUNKINV_RESIDUAL_TILES_UP_TO 64
-#endif
-CHUNKINV_HD inline bool fast_residual_tiles(int C) { return C <= CHUNKINV_RESIDUAL_TILES_UP_TO; }
+// memory (residual_tiles: its squared errors then go into the slabs beside
+// the other sums) or two rows at a time after the slabs (residual_pass: no
+// space for R, its errors a serial sum of their own). Up to C = 32: R's
+// P doubles cost the C = 64 programs blocks an SM (the kernel entry's
+// metrics 116.6 -> 149.4 ns a sample with R at C = 64, on an H100), and
+// the pass's serial sum cost the C <= 32 ones (the pair at C = 16: 13.67
+// ns with the pass, 11.20 with R; docs/notes/gpu-notes.md, "Sixth lease").
+CHUNKINV_HD inline bool fast_residual_tiles(int C) { return C <= 32; }
 struct FastSmem {
   double *inv, *s1, *lp, *terms, *acc, *r, *gl, *gi;
 };
