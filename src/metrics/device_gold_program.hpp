@@ -107,13 +107,7 @@ CHUNKINV_HD inline double exact_dot(const uint16_t* ki, const uint16_t* kj, int 
 // is the CPU's c + (a * b) bit for bit, in one instruction instead of two
 // (the gold's dot products of keys; the build keeps --fmad=false, so it is
 // asked for here by name).
-CHUNKINV_HD inline double add_exact_product(double a, double b, double c) {
-#ifdef __CUDA_ARCH__
-  return __fma_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
+CHUNKINV_HD inline double add_exact_product(double a, double b, double c) { return fp64::fma_rn(a, b, c); }
 
 CHUNKINV_HD inline double exact_dot(const uint16_t* ki, const uint16_t* kj, int d) {
   double dot = 0.0;
