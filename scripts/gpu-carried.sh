@@ -106,16 +106,18 @@ if [[ $steps == *,pipeline,* ]]; then
   (cd /tmp/pipeline && tar czf "$OUT/pipeline.tgz" bench-pipeline.json roofline-* peer*.log time-*.txt)
 fi
 if [[ $steps == *,roofline,* ]]; then
+  # ROOFLINE_CHUNKS: the chunks (default "16,32,64"); a build named twice runs twice (its second run's files -2).
   for w in ${ROOFLINE_BUILDS:-prev now}; do
     b=$B; [ "$w" = prev ] && b=$PWD/build-cuda/chunkinv-prev; [ "$w" = alt ] && b=$PWD/build-cuda/chunkinv-alt
     for c in ${ROOFLINE_SETS:-every peer}; do
       extra=(); [ $c = peer ] && extra=(--paths kernel --metrics inv_total_rel_rmse,inv_finite)
-      timeout 300 "$b" bench --pipeline -a 'chunk=[16,32,64]' "${extra[@]}" -o "/tmp/roofline-$w-$c.json" > "/tmp/roofline-$w-$c.txt" 2>&1
+      f=/tmp/roofline-$w-$c; [ -e "$f.txt" ] && f=$f-2
+      timeout 300 "$b" bench --pipeline -a "chunk=[${ROOFLINE_CHUNKS:-16,32,64}]" "${extra[@]}" -o "$f.json" > "$f.txt" 2>&1
       echo "roofline $w $c rc=$?" | tee -a "$OUT/carried.log"
-      grep -E "validated|end to end|total|overlapped" "/tmp/roofline-$w-$c.txt" | tee -a "$OUT/carried.log"
+      grep -E "validated|end to end|total|overlapped|metrics|gold  " "$f.txt" | tee -a "$OUT/carried.log"
     done
   done
-  (cd /tmp && tar czf "$OUT/roofline.tgz" roofline-*-*.json roofline-*-*.txt)
+  (cd /tmp && tar czf "$OUT/roofline.tgz" roofline-*.json roofline-*.txt)
 fi
 if [[ $steps == *,profile,* ]]; then
   # PROFILE_KERNELS: a regex of kernel names to profile (default every kernel); with it, the source page too
