@@ -104,7 +104,9 @@ double solve_column_flops(int C, int first, int from) {
 // k = 8J .. min(8I + 8, C) in steps of 4; a lane forms its A fragment's
 // entry (i, k) of I + L with an add where k <= i < C (a select elsewhere);
 // then each entry of the lower triangle: r - y, its square, and the add to
-// the sum (its reference sum is C, not formed).
+// the sum (its reference sum is C, not formed). The fast programs' form up
+// to C = 32 (residual_tiles) does the same three there: r - y, its square,
+// and y's square, their adds among the kChains sums'.
 StageWork residual_pass_work(int C) {
   StageWork w;
   const int B = (C + 7) / 8;

@@ -226,19 +226,49 @@ __device__ inline void dmma_m8n8k4(double& c0, double& c1, double a, double b) {
 }
 #endif
 
-// The inverse residual's squared errors by the fast rules (L finite and
-// strictly lower, X finite and zero above its diagonal), summed into *err
-// (set to +0 first) over the packed lower triangle in order; the caller's
-// reference sum is C, exactly (ones on the diagonal, +0 elsewhere). The
-// product (I + L) X on 8 x 8 tiles of FP64 tensor cores: row block I's
-// tiles (I, J), J <= I, on warp J % W, each the mma.m8n8k4 of k = 8J ..
-// 8I + 7 in steps of 4, k ascending, which is fp64::residual_entry's chain
-// over those k, the same bits as over j .. i (fp64_order.hpp); a CPU run
-// forms each lane's entries by that chain. Then two rows at a time (at most
-// 2C - 1 entries, within every program's slab), the lanes holding them
-// write their squared errors to terms, in packed order, and thread 0 adds
-// them. Sets `s2_bit` in fl->s2_bad when an entry of the product is not
-// finite. l(i, k) is read for k <= i < C, x(k, j) for j <= k < C.
+// Tile (I, J), J <= I, of the inverse residual's product (I + L) X by the
+// fast rules (L finite and strictly lower, X finite and zero above its
+// diagonal) on a warp: the mma.m8n8k4 of k = 8J .. 8I + 7 in steps of 4, k
+// ascending, which is fp64::residual_entry's chain over those k, the same
+// bits as over j .. i (fp64_order.hpp); a CPU run forms the lane's entries
+// by that chain. v: the lane's entries (8I + lane / 4, 8J + 2 (lane % 4) +
+// {0, 1}). kAhead: the loop unrolled four times, its loads issued ahead
+// (for operands in device memory), else kept rolled (fewer registers).
+// l(i, k) is read for k <= i < C, x(k, j) for j <= k < C.
+template <bool kAhead, class Lf, class Xf>
+CHUNKINV_HD void residual_tile(int C, int I, int J, int lane, const Lf& l, const Xf& x, double (&v)[2]) {
+  // The entries of I + L and of X the tile reads: zero outside the matrix,
+  // above L's diagonal and above X's.
+  auto a_ik = [&](int i, int k) { return i >= C || k >= C || k > i ? 0.0 : ((i == k) ? 1.0 : 0.0) + l(i, k); };
+  auto x_kj = [&](int k, int j) { return k >= C || j >= C || k < j ? 0.0 : x(k, j); };
+  const int g = lane / 4, h = lane % 4, kend = 8 * I + 8 < C ? 8 * I + 8 : C;
+  v[0] = v[1] = 0.0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (kAhead) {
+    CHUNKINV_UNROLL_4
+    for (int k0 = 8 * J; k0 < kend; k0 += 4) dmma_m8n8k4(v[0], v[1], a_ik(8 * I + g, k0 + h), x_kj(k0 + h, 8 * J + g));
+  } else {
+    CHUNKINV_NO_UNROLL  // unrolled, the gold's registers went 80 -> 91 at C = 64 (a block an SM fewer)
+    for (int k0 = 8 * J; k0 < kend; k0 += 4) dmma_m8n8k4(v[0], v[1], a_ik(8 * I + g, k0 + h), x_kj(k0 + h, 8 * J + g));
+  }
+#else
+  for (int e = 0; e < 2; ++e) {
+    const int i = 8 * I + g, j = 8 * J + 2 * h + e;
+    for (int k0 = 8 * J; k0 < kend; k0 += 4)
+      for (int k = k0; k < k0 + 4; ++k) v[e] = fp64::fma_rn(a_ik(i, k), x_kj(k, j), v[e]);
+  }
+#endif
+}
+
+// The inverse residual's two sums by the fast rules: the squared errors
+// into *err (set to +0 first) over the packed lower triangle in order, and
+// the reference sum *ref = C, exactly (ones on the diagonal, +0 elsewhere,
+// added in any order). Row block I's tiles (I, J), J <= I, on warp J % W
+// (residual_tile), their entries held in registers; then two rows at a
+// time (at most 2C - 1 entries, within every program's slab), the lanes
+// holding them write their squared errors to terms, in packed order, and
+// thread 0 adds them. Sets `s2_bit` in fl->s2_bad when an entry of the
+// product is not finite.
 struct ResidualTiles {
   double v[2][2];  // the lane's two entries of each of its tiles of a row block
 };
@@ -249,39 +279,21 @@ CHUNKINV_HD inline bool residual_tiles_fit(int C, int threads) {
 }
 template <class Block, class Lf, class Xf>
 CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x, double* terms, double* err,
-                               BlockFlags* fl, int s2_bit) {
+                               double* ref, BlockFlags* fl, int s2_bit) {
   const int B = (C + 7) / 8, W = blk.threads / 32;
   auto acc = blk.template local<ResidualTiles>();
-  // The entries of I + L and of X the tiles read: zero outside the matrix,
-  // above L's diagonal and above X's.
-  auto a_ik = [&](int i, int k) { return i >= C || k >= C || k > i ? 0.0 : ((i == k) ? 1.0 : 0.0) + l(i, k); };
-  auto x_kj = [&](int k, int j) { return k >= C || j >= C || k < j ? 0.0 : x(k, j); };
   CHUNKINV_NO_UNROLL
   for (int I = 0; I < B; ++I) {
     blk.each([&](int t) {
-      if (t == 0 && I == 0) *err = 0.0;
-      const int lane = t % 32, w = t / 32, g = lane / 4, h = lane % 4;
-      ResidualTiles& A = acc[t];
+      if (t == 0 && I == 0) {
+        *err = 0.0;
+        *ref = double(C);
+      }
+      const int w = t / 32;
       CHUNKINV_UNROLL
       for (int p = 0; p < 2; ++p) {
-        A.v[p][0] = A.v[p][1] = 0.0;
         const int J = w + p * W;
-        if (J > I) continue;
-        const int kend = 8 * I + 8 < C ? 8 * I + 8 : C;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        CHUNKINV_NO_UNROLL  // unrolled, the gold's registers went 80 -> 91 at C = 64 (a block an SM fewer)
-        for (int k0 = 8 * J; k0 < kend; k0 += 4)
-          dmma_m8n8k4(A.v[p][0], A.v[p][1], a_ik(8 * I + g, k0 + h), x_kj(k0 + h, 8 * J + g));
-#else
-        (void)h;
-        for (int e = 0; e < 2; ++e) {
-          const int i = 8 * I + g, j = 8 * J + 2 * (lane % 4) + e;
-          double r = 0.0;
-          for (int k0 = 8 * J; k0 < kend; k0 += 4)
-            for (int k = k0; k < k0 + 4; ++k) r = fp64::fma_rn(a_ik(i, k), x_kj(k, j), r);
-          A.v[p][e] = r;
-        }
-#endif
+        if (J <= I) residual_tile<false>(C, I, J, t % 32, l, x, acc[t].v[p]);
       }
     });
     CHUNKINV_NO_UNROLL
@@ -313,38 +325,25 @@ CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x
   }
 }
 
-// The inverse residual's product by the fast rules (as residual_pass) into
-// R, the lower triangle packed, in one phase: warp w takes the tiles q = w,
-// w + W, ... of the lower triangle of 8 x 8 tiles, row by row, and writes
-// its lanes' entries on and below the diagonal. For programs with the
-// space for R, whose sums then take its entries' terms in their slabs
-// beside the others (the serial sums run side by side, not one after
-// another as residual_pass's).
+// The inverse residual's product by the fast rules into R, the lower
+// triangle packed, in one phase: warp w takes the tiles q = w, w + W, ...
+// of the lower triangle of 8 x 8 tiles, row by row (residual_tile, loads
+// ahead), and writes its lanes' entries on and below the diagonal. For
+// programs with the space for R, whose sums then take its entries' terms in
+// their slabs beside the others (the serial sums run side by side, not one
+// after another as residual_pass's).
 template <class Block, class Lf, class Xf>
 CHUNKINV_HD void residual_tiles(const Block& blk, int C, const Lf& l, const Xf& x, double* R) {
   const int B = (C + 7) / 8, W = blk.threads / 32, nt = B * (B + 1) / 2;
-  auto a_ik = [&](int i, int k) { return i >= C || k >= C || k > i ? 0.0 : ((i == k) ? 1.0 : 0.0) + l(i, k); };
-  auto x_kj = [&](int k, int j) { return k >= C || j >= C || k < j ? 0.0 : x(k, j); };
   blk.each([&](int t) {
-    const int lane = t % 32, g = lane / 4, h = lane % 4;
+    const int lane = t % 32;
     CHUNKINV_NO_UNROLL
     for (int q = t / 32; q < nt; q += W) {
       int I = 0;
       while ((I + 1) * (I + 2) / 2 <= q) ++I;
-      const int J = q - I * (I + 1) / 2, kend = 8 * I + 8 < C ? 8 * I + 8 : C;
-      double v[2] = {0.0, 0.0};
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-      CHUNKINV_UNROLL_4
-      for (int k0 = 8 * J; k0 < kend; k0 += 4) dmma_m8n8k4(v[0], v[1], a_ik(8 * I + g, k0 + h), x_kj(k0 + h, 8 * J + g));
-#else
-      (void)h;
-      for (int e = 0; e < 2; ++e) {
-        const int i = 8 * I + g, j = 8 * J + 2 * (lane % 4) + e;
-        for (int k0 = 8 * J; k0 < kend; k0 += 4)
-          for (int k = k0; k < k0 + 4; ++k) v[e] = fp64::fma_rn(a_ik(i, k), x_kj(k, j), v[e]);
-      }
-#endif
-      const int i = 8 * I + g;
+      const int J = q - I * (I + 1) / 2, i = 8 * I + lane / 4;
+      double v[2];
+      residual_tile<true>(C, I, J, lane, l, x, v);
       for (int e = 0; e < 2; ++e) {
         const int j = 8 * J + 2 * (lane % 4) + e;
         if (i < C && j <= i) R[packed_at(i, j)] = v[e];

@@ -312,13 +312,8 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
     });
   }
   // Without the space for R: the residual two rows at a time over the (now
-  // free) slab terms, its errors into sum 4; its reference sum 9 is C.
-  if (residual && !tiles) {
-    residual_pass(blk, C, gold_l, inv_kj, m.terms, &m.acc[4], fl, 1);
-    blk.each([&](int t) {
-      if (t == 0) m.acc[9] = double(C);  // C ones and +0s, added in any order
-    });
-  }
+  // free) slab terms, its errors into sum 4 and its reference into sum 9.
+  if (residual && !tiles) residual_pass(blk, C, gold_l, inv_kj, m.terms, &m.acc[4], &m.acc[9], fl, 1);
 
   blk.each([&](int t) {
     if (t != 0) return;
@@ -581,11 +576,10 @@ CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, dou
   }
   if (fl->inv_bad == 0)
     residual_pass(blk, C, [&](int r, int c) { return gl[size_t(r) * C + c]; }, [&](int k, int j) { return X[packed_at(k, j)]; },
-                  terms, &acc[0], fl, 1);
+                  terms, &acc[0], &acc[1], fl, 1);
   blk.each([&](int t) {
     if (t != 0) return;
     slow[s] = 0;
-    acc[1] = double(C);  // the residual's reference: C ones and +0s, added in any order
     write_reference_fast(out + size_t(s) * kReferenceMetricCount, C, fl, acc);
   });
 }
