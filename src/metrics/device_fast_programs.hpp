@@ -204,10 +204,14 @@ CHUNKINV_HD inline bool fast_with_s1(const GoldRead& g, const PathOnDevice& p) {
   return !path_l_is_gold_l(g, p) && p.method_only;
 }
 
-// kStaged = fast_stages_gold(C). sm holds fast_metrics_smem_doubles(C,
-// fast_with_s1(g, p)) doubles. The values p does not ask for (its
-// l_rel_rmse, method_only, residual; gold_l_inv null) are NaN.
-template <bool kStaged, class Block>
+// kStaged = fast_stages_gold(C), kTiles = fast_residual_tiles(C): each a
+// template parameter, so that an instantiation holds one residual form
+// only (with both, the program took 20-24 bytes of spills under its
+// 64-register bound, where either alone takes none). sm holds
+// fast_metrics_smem_doubles(C, fast_with_s1(g, p)) doubles. The values p
+// does not ask for (its l_rel_rmse, method_only, residual; gold_l_inv
+// null) are NaN.
+template <bool kStaged, bool kTiles, class Block>
 CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const PathOnDevice& p, double* out, long s,
                                       double* sm, BlockFlags* fl, int* slow) {
   const size_t csq = size_t(g.chunk) * g.chunk, at = size_t(s) * csq;
@@ -260,7 +264,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   // at C = 64): no slab is formed.
   const bool sums = (l_ok && p.l_rel_rmse) || inv_ok || gold_run_ok;
   // The residual's product on the tensor cores, into R before the slabs.
-  const bool residual = inv_ok && p.residual, tiles = residual && fast_residual_tiles(C);
+  const bool residual = inv_ok && p.residual, tiles = kTiles && residual;
   auto gold_l = [&](int r, int c) { return gold.l(r, c); };
   auto inv_kj = [&](int k, int j) { return m.inv[packed_at(k, j)]; };
   if (tiles) residual_tiles(blk, C, gold_l, inv_kj, m.r);
@@ -313,7 +317,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   }
   // Without the space for R: the residual two rows at a time over the (now
   // free) slab terms, its errors into sum 4 and its reference into sum 9.
-  if (residual && !tiles) residual_pass(blk, C, gold_l, inv_kj, m.terms, &m.acc[4], &m.acc[9], fl, 1);
+  if (!kTiles && residual) residual_pass(blk, C, gold_l, inv_kj, m.terms, &m.acc[4], &m.acc[9], fl, 1);
 
   blk.each([&](int t) {
     if (t != 0) return;

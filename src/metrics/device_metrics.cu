@@ -99,12 +99,21 @@ __global__ void gold_kernel(GoldOnDevice a, Left left) {
 // stage went 3.78 -> 3.36 ns a sample at C = 16, 12.96 -> 12.44 at C = 32
 // and 20.3 -> 19.4 at C = 64 (where shared memory holds seven blocks
 // either way), no spills (docs/notes/gpu-notes.md, run 86).
-template <bool kStaged>
+template <bool kStaged, bool kTiles>
 __global__ void __launch_bounds__(128, 8) metrics_fast_kernel(GoldRead g, PathOnDevice p, double* out, Left left) {
   const Smem m = carve();
   const long s = long(blockIdx.x);
-  blocks::metrics_fast_program<kStaged>(DeviceBlock{int(blockDim.x)}, g, p, out, s, m.sm, m.fl, left.flags);
+  blocks::metrics_fast_program<kStaged, kTiles>(DeviceBlock{int(blockDim.x)}, g, p, out, s, m.sm, m.fl, left.flags);
   leave_if_slow(left, s);
+}
+
+// The fast metrics kernel for chunk C: the gold staged up to C = 16, R up
+// to C = 32 (blocks::fast_stages_gold, fast_residual_tiles).
+using MetricsFastKernel = void (*)(GoldRead, PathOnDevice, double*, Left);
+MetricsFastKernel metrics_fast_kernel_for(int C) {
+  const bool staged = blocks::fast_stages_gold(C), tiles = blocks::fast_residual_tiles(C);
+  if (staged && !tiles) throw std::logic_error("metrics_fast_kernel_for: the gold staged without R");
+  return staged ? metrics_fast_kernel<true, true> : tiles ? metrics_fast_kernel<false, true> : metrics_fast_kernel<false, false>;
 }
 
 template <bool kStaged>
@@ -220,8 +229,7 @@ void metrics_on_device(const GoldRead& g, const PathOnDevice& p, double* out, Me
   const LeftScratch left(g.n, stream);
   const size_t fast_smem =
       blocks::kFlagsBytes + blocks::fast_metrics_smem_doubles(C, blocks::fast_with_s1(g, p)) * 8;
-  if (blocks::fast_stages_gold(C)) launch(metrics_fast_kernel<true>, g.n, threads, fast_smem, stream, g, p, out, left.left());
-  else launch(metrics_fast_kernel<false>, g.n, threads, fast_smem, stream, g, p, out, left.left());
+  launch(metrics_fast_kernel_for(C), g.n, threads, fast_smem, stream, g, p, out, left.left());
   launch(metrics_kernel, std::min(g.n, kSlowGrid), threads, blocks::kFlagsBytes + blocks::metrics_smem_doubles(C) * 8,
          stream, g, p, out, left.left());
 }
