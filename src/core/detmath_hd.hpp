@@ -100,10 +100,9 @@ CHUNKINV_HD inline double frexp_positive(double x, int& e) {
   return ::chunkinv::hd::from_bits((u & 0x000FFFFFFFFFFFFFull) | 0x3FE0000000000000ull);
 }
 
-CHUNKINV_HD inline double log(double x) {
-  if (std::isnan(x) || x < 0.0) return NAN;  // the quiet NaN 0x7FF8000000000000
-  if (x == 0.0) return -INFINITY;
-  if (std::isinf(x)) return x;
+// log(x) for a finite x > 0: log's body after its special cases, for a
+// caller that knows them not to arise (the polar transform's s, in (0, 1)).
+CHUNKINV_HD inline double log_finite_positive(double x) {
   int e = 0;
   double m = frexp_positive(x, e);  // m in [0.5, 1)
   if (m < 0.70710678118654752) {
@@ -120,6 +119,13 @@ CHUNKINV_HD inline double log(double x) {
   for (int k = 12; k >= 0; --k) poly = poly * s2 + c.v[k];
   const double sum = s * poly;
   return e * kLn2Hi + (e * kLn2Lo + 2.0 * sum);
+}
+
+CHUNKINV_HD inline double log(double x) {
+  if (std::isnan(x) || x < 0.0) return NAN;  // the quiet NaN 0x7FF8000000000000
+  if (x == 0.0) return -INFINITY;
+  if (std::isinf(x)) return x;
+  return log_finite_positive(x);
 }
 
 CHUNKINV_HD inline double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }

@@ -52,43 +52,6 @@ CHUNKINV_HD inline double round_to(double x, Format f, Rounding r = Rounding::kN
   return y == 0.0 ? std::copysign(0.0, x) : y;
 }
 
-// round_to(x / y, kBF16) for many x and one y, with one division for all of
-// them: the GPU's key rows divide each of a row's d normals by the row's
-// norm, and a correctly rounded division was a sixth of their instructions.
-//
-// q = RN(x * r), r = RN(1 / y), is within 2^-52 |x / y| (two roundings of
-// 2^-53 each) of x / y, and RN(x / y) within 2^-53 |x / y|, so the two are
-// at most 6 units apart in q's last place (12 where they straddle a power of
-// two). round_to(., kBF16) is monotone and changes value only at the
-// midpoints between neighbouring BF16 values, whose low 45 significand bits
-// are 2^44 in their own binade (powers of two are 2^44 units from any of
-// them). Where q's low 45 bits are more than 16 units from 2^44, no midpoint
-// lies between q and RN(x / y), and both round to the same BF16 value. The
-// rest (about 2^-39 of quotients, and every x, y for which r or q is not a
-// normal double well inside BF16's range, NaN and zeros included) divide.
-class Bf16Divider {
- public:
-  CHUNKINV_HD explicit Bf16Divider(double y) : y_(y), r_(1.0 / y) {
-    const int e = static_cast<int>((hd::bits(r_) >> 52) & 0x7FF);
-    fast_ = e > 0 && e < 0x7FF;  // r normal and finite: its own rounding is relative
-  }
-  CHUNKINV_HD double operator()(double x) const {
-    if (fast_) {
-      const uint64_t u = hd::bits(x * r_);
-      const int e = static_cast<int>((u >> 52) & 0x7FF) - 1023;
-      const int64_t low = static_cast<int64_t>(u & ((uint64_t{1} << 45) - 1));
-      const int64_t off = low - (int64_t{1} << 44);
-      if (e > kBF16.emin && e < 127 && (off > kMargin || off < -kMargin)) return round_to(hd::from_bits(u), kBF16);
-    }
-    return round_to(x / y_, kBF16);
-  }
-  static constexpr int64_t kMargin = 16;
-
- private:
-  double y_, r_;
-  bool fast_;
-};
-
 inline double bf16(double x) { return round_to(x, kBF16); }
 inline double fp16(double x) { return round_to(x, kFP16); }
 inline double fp32(double x) { return round_to(x, kFP32); }

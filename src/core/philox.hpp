@@ -91,9 +91,9 @@ CHUNKINV_HD inline bool polar_attempt(uint64_t seed, uint64_t sample, uint32_t s
 // sqrt(-2 log(s) / s), s = u*u + v*v. (0, 0), which no attempt accepts,
 // gives (0, 0): the unresolved pair's normals.
 CHUNKINV_HD inline NormalPair polar_transform(double u, double v) {
-  const double s = u * u + v * v;
+  const double s = u * u + v * v;  // in [0, 1): u and v in (-1, 1) from polar_attempt
   if (s == 0.0) return {0.0, 0.0};
-  const double f = std::sqrt(-2.0 * detmath::hd::log(s) / s);
+  const double f = std::sqrt(-2.0 * detmath::hd::log_finite_positive(s) / s);
   return {u * f, v * f};
 }
 

@@ -18,7 +18,8 @@
 // order, so the same norm: one serial sum per row, which is why a row does
 // not take a whole warp), and the group divides and rounds the columns to
 // BF16 (Bf16Divider: a product by the norm's reciprocal where that is
-// provably the division's BF16 value). Per-channel gates are drawn by the
+// provably the division's BF16 value; its bits formed from the product's,
+// with no double rounded and no conversion). Per-channel gates are drawn by the
 // same group, pair by pair.
 // token_values: one thread per pair of tokens of a sample (beta, per-token g).
 #include "inputs/device_families.hpp"
@@ -30,6 +31,7 @@
 #include <tuple>
 
 #include "core/detmath_hd.hpp"
+#include "core/bf16_divider.hpp"
 #include "core/error.hpp"
 #include "core/fp.hpp"
 #include "core/fp_hd.hpp"
@@ -134,10 +136,13 @@ __global__ void key_rows(GenArgs a, int G) {
       const Bf16Divider by_norm(sqrt(norm2));  // round_to(v[c] / norm, kBF16), one division a row
       uint16_t* keys = a.out.keys + size_t(t) * (K == Kind::kWeakDecayCorrelated ? C : 1) * d;
       for (int c = g; c < d; c += G) {
-        const double k = by_norm(v[c]);
-        // 0/0 (a row of exact zeros, p < 2^-52 at d = 1) is NaN: the CPU's is
-        // x86's default NaN, 0xFFF8..., whose BF16 pattern is 0xFFC0.
-        const uint16_t bits = isnan(k) ? uint16_t(0xFFC0) : hd::exact_bf16_bits(k);
+        uint16_t bits;
+        if (!by_norm.fast_bits(v[c], bits)) {
+          const double k = by_norm(v[c]);
+          // 0/0 (a row of exact zeros, p < 2^-52 at d = 1) is NaN: the CPU's is
+          // x86's default NaN, 0xFFF8..., whose BF16 pattern is 0xFFC0.
+          bits = isnan(k) ? uint16_t(0xFFC0) : hd::exact_bf16_bits(k);
+        }
         if constexpr (K == Kind::kWeakDecayCorrelated) {
           for (int rr = 0; rr < C; ++rr) keys[size_t(rr) * d + c] = bits;
         } else {
