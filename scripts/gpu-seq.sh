@@ -87,7 +87,7 @@ for name in ("B8", "B32", "B32-token", "B32-block2048", "B32-v2", "B32-again"):
     except (OSError, ValueError, KeyError):
         print(f"  {name}: no report"); continue
     ours = r["token_heads_per_s"] or 0.0
-    line = (f"  {name:14s} v{r.get('kernel_version', 1)} ours {ours:.3e} ({100 * (r['fraction_of_fp64_peak'] or 0):.1f}% of {r['fp64_peak_tflops']} TFLOP/s), "
+    line = (f"  {name:14s} v{r.get('kernel_version', 1)} ours {ours:.3e} ({100 * (r['fraction_of_fp64_peak'] or 0):.1f}% of {r['fp64_peak_tflops'] or 0:.1f} TFLOP/s), "
             f"identical to the CPU: {r['identical_to_cpu']} ({r['o_values_checked']} o values, {len(r['checked_sequences'])} sequences), "
             f"{r['registers']} registers, {r['spill_bytes']} B local")
     if name in ("B8", "B32", "B32-v2") and r["batch"] in peer:
