@@ -264,11 +264,15 @@ CHUNKINV_HD void residual_tile(int C, int I, int J, int lane, const Lf& l, const
 // into *err (set to +0 first) over the packed lower triangle in order, and
 // the reference sum *ref = C, exactly (ones on the diagonal, +0 elsewhere,
 // added in any order). Row block I's tiles (I, J), J <= I, on warp J % W
-// (residual_tile), their entries held in registers; then two rows at a
-// time (at most 2C - 1 entries, within every program's slab), the lanes
+// (residual_tile), their entries held in registers; then eight, four or
+// two rows at a time, the most whose entries fit `cap` doubles of terms
+// (two rows, at most 2C - 1 entries, fit every program's slab), the lanes
 // holding them write their squared errors to terms, in packed order, and
-// thread 0 adds them. Sets `s2_bit` in fl->s2_bad when an entry of the
-// product is not finite.
+// thread 0 adds them: the same adds in the same order whatever the step,
+// and two barriers a step (two rows a step at C = 64 had held the gold
+// entry's metrics at a barrier a third of their time, docs/notes/
+// gpu-notes.md, "Seventh lease"). Sets `s2_bit` in fl->s2_bad when an
+// entry of the product is not finite.
 struct ResidualTiles {
   double v[2][2];  // the lane's two entries of each of its tiles of a row block
 };
@@ -278,12 +282,16 @@ CHUNKINV_HD inline bool residual_tiles_fit(int C, int threads) {
   return W >= 1 && (B + W - 1) / W <= 2;
 }
 template <class Block, class Lf, class Xf>
-CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x, double* terms, double* err,
+CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x, double* terms, int cap, double* err,
                                double* ref, BlockFlags* fl, int s2_bit) {
   const int B = (C + 7) / 8, W = blk.threads / 32;
+  // Rows a step: the last n rows' entries are the most any step takes.
+  int n = 8;
+  while (n > 2 && packed_at(C, 0) - packed_at(C > n ? C - n : 0, 0) > cap) n /= 2;
   auto acc = blk.template local<ResidualTiles>();
   CHUNKINV_NO_UNROLL
   for (int I = 0; I < B; ++I) {
+    const int end = 8 * I + 8 < C ? 8 * I + 8 : C;
     blk.each([&](int t) {
       if (t == 0 && I == 0) {
         *err = 0.0;
@@ -297,12 +305,11 @@ CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x
       }
     });
     CHUNKINV_NO_UNROLL
-    for (int r0 = 8 * I; r0 < 8 * I + 8 && r0 < C; r0 += 2) {
-      const int k0 = packed_at(r0, 0), len = packed_at(r0 + 2 < C ? r0 + 2 : C, 0) - k0;
+    for (int r0 = 8 * I; r0 < end; r0 += n) {
+      const int k0 = packed_at(r0, 0), len = packed_at(r0 + n < end ? r0 + n : end, 0) - k0;
       blk.each([&](int t) {
         const int lane = t % 32, w = t / 32, i = 8 * I + lane / 4;
-        if (i != r0 && i != r0 + 1) return;
-        if (i >= C) return;
+        if (i < r0 || i >= r0 + n || i >= C) return;
         bool bad = false;
         CHUNKINV_UNROLL
         for (int p = 0; p < 2; ++p) {

@@ -317,7 +317,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   }
   // Without the space for R: the residual two rows at a time over the (now
   // free) slab terms, its errors into sum 4 and its reference into sum 9.
-  if (!kTiles && residual) residual_pass(blk, C, gold_l, inv_kj, m.terms, &m.acc[4], &m.acc[9], fl, 1);
+  if (!kTiles && residual) residual_pass(blk, C, gold_l, inv_kj, m.terms, kChains * SS, &m.acc[4], &m.acc[9], fl, 1);
 
   blk.each([&](int t) {
     if (t != 0) return;
@@ -580,7 +580,7 @@ CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, dou
   }
   if (fl->inv_bad == 0)
     residual_pass(blk, C, [&](int r, int c) { return gl[size_t(r) * C + c]; }, [&](int k, int j) { return X[packed_at(k, j)]; },
-                  terms, &acc[0], &acc[1], fl, 1);
+                  terms, 2 * SS, &acc[0], &acc[1], fl, 1);
   blk.each([&](int t) {
     if (t != 0) return;
     slow[s] = 0;

@@ -473,10 +473,12 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
   // A non-finite inverse makes inverse_residual +inf whatever its sums (write_reference_fast).
   if (fl->inv_bad == 0) {
     if constexpr (!kColumns) {
-      residual_pass(blk, C, l, [&](int k, int j) { return m.X[size_t(k) * C + j]; }, m.terms, &m.acc[0], &m.acc[1], fl,
+      residual_pass(blk, C, l, [&](int k, int j) { return m.X[size_t(k) * C + j]; }, m.terms,
+                    2 * reference_slab_stride(C), &m.acc[0], &m.acc[1], fl,
                     1);
     } else {  // C > 32: X by columns (every k >= j is a row the column keeps)
-      residual_pass(blk, C, l, [&](int k, int j) { return m.X[x_origin(C, j) + 4 * k]; }, m.terms, &m.acc[0], &m.acc[1],
+      residual_pass(blk, C, l, [&](int k, int j) { return m.X[x_origin(C, j) + 4 * k]; }, m.terms,
+                    2 * reference_slab_stride(C), &m.acc[0], &m.acc[1],
                     fl, 1);
     }
   }
