@@ -14,6 +14,8 @@
 #                 as .ext/run/chunkinv-prev.xz (an earlier commit's, to compare in one call), "altN" of
 #                 .ext/run/chunkinv-alt.xz (a variant under trial)
 #     peer        torch's FP64 recurrence (.ext/peers/torch_recurrence_fp64.py), the recurrence's peer
+#     compiled    the PyTorch peers of the pipeline (.ext/peers/torch_compiled.py, then torch_vectorized.py): their
+#                 samples/s at C = 16, 32, 64, to set beside the roofline step's rates of the same call
 #     seq         seq --pipeline host and device (the recurrence and the chunked forwards on the GPU): their
 #                 wall times, and check --exact between their reports
 #     backward    the same with the backward (backward=stored): the chunked backwards on the GPU; then
@@ -61,6 +63,13 @@ if [[ $steps == *,recurrence,* ]]; then
 fi
 if [[ $steps == *,peer,* ]]; then
   timeout 120 python3 .ext/peers/torch_recurrence_fp64.py 2>&1 | grep -E "token-heads|Error" | tee -a "$OUT/carried.log"
+fi
+if [[ $steps == *,compiled,* ]]; then
+  for p in torch_compiled torch_vectorized; do
+    timeout ${PEER_TIMEOUT:-240} python3 ".ext/peers/$p.py" > "/tmp/$p.log" 2>&1
+    echo "$p rc=$?" | tee -a "$OUT/carried.log"
+    grep -E "samples/s|Error" "/tmp/$p.log" | tee -a "$OUT/carried.log"
+  done
 fi
 if [[ $steps == *,seq,* ]]; then
   SEQ=(seq -a family=model_like -a seq_len=4096 -a 'chunk=[16,64]' -a dim=128 -a value_dim=128 -a gating=channel
