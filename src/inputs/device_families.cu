@@ -135,37 +135,18 @@ __global__ void key_rows(GenArgs a, int G) {
       for (int c = 0; c < d; ++c) norm2 += v[c] * v[c];
       const Bf16Divider by_norm(sqrt(norm2));  // round_to(v[c] / norm, kBF16), one division a row
       uint16_t* keys = a.out.keys + size_t(t) * (K == Kind::kWeakDecayCorrelated ? C : 1) * d;
-      auto put = [&](int c, uint16_t bits) {
+      for (int c = g; c < d; c += G) {
+        uint16_t bits;
+        if (!by_norm.fast_bits(v[c], bits)) {
+          const double k = by_norm(v[c]);
+          // 0/0 (a row of exact zeros, p < 2^-52 at d = 1) is NaN: the CPU's is
+          // x86's default NaN, 0xFFF8..., whose BF16 pattern is 0xFFC0.
+          bits = isnan(k) ? uint16_t(0xFFC0) : hd::exact_bf16_bits(k);
+        }
         if constexpr (K == Kind::kWeakDecayCorrelated) {
           for (int rr = 0; rr < C; ++rr) keys[size_t(rr) * d + c] = bits;
         } else {
           keys[c] = bits;
-        }
-      };
-      // Every column's pattern from its product, with no branch in the loop;
-      // a lane whose product did not decide one of them (about 2^-39 of
-      // quotients, or a norm whose reciprocal is not normal) writes its
-      // columns again, each as the division gives it. With the division in
-      // the loop, its branch and reconvergence took about half of the
-      // loop's 40 instructions a column (docs/notes/gpu-notes.md, "Seventh
-      // lease").
-      bool redo = false;
-#pragma unroll 2
-      for (int c = g; c < d; c += G) {
-        uint16_t bits = 0;
-        redo |= !by_norm.fast_bits(v[c], bits);
-        put(c, bits);
-      }
-      if (redo) {
-        for (int c = g; c < d; c += G) {
-          uint16_t bits;
-          if (!by_norm.fast_bits(v[c], bits)) {
-            const double k = by_norm(v[c]);
-            // 0/0 (a row of exact zeros, p < 2^-52 at d = 1) is NaN: the CPU's is
-            // x86's default NaN, 0xFFF8..., whose BF16 pattern is 0xFFC0.
-            bits = isnan(k) ? uint16_t(0xFFC0) : hd::exact_bf16_bits(k);
-          }
-          put(c, bits);
         }
       }
       // Per-channel gates: gate (r, c) is floor * sigmoid(normal r * d + c of
