@@ -281,13 +281,18 @@ CHUNKINV_HD inline bool residual_tiles_fit(int C, int threads) {
   const int W = threads / 32, B = (C + 7) / 8;
   return W >= 1 && (B + W - 1) / W <= 2;
 }
+// residual_pass's rows a step for `cap` doubles of terms: 8, 4 or 2, the
+// most whose last rows' entries fit (a step of n rows from r0 takes n r0 +
+// n (n + 1) / 2 entries, the most for the last n rows).
+CHUNKINV_HD inline int residual_pass_rows(int C, int cap) {
+  int n = 8;
+  while (n > 2 && packed_at(C, 0) - packed_at(C > n ? C - n : 0, 0) > cap) n /= 2;
+  return n;
+}
 template <class Block, class Lf, class Xf>
 CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x, double* terms, int cap, double* err,
                                double* ref, BlockFlags* fl, int s2_bit) {
-  const int B = (C + 7) / 8, W = blk.threads / 32;
-  // Rows a step: the last n rows' entries are the most any step takes.
-  int n = 8;
-  while (n > 2 && packed_at(C, 0) - packed_at(C > n ? C - n : 0, 0) > cap) n /= 2;
+  const int B = (C + 7) / 8, W = blk.threads / 32, n = residual_pass_rows(C, cap);
   auto acc = blk.template local<ResidualTiles>();
   CHUNKINV_NO_UNROLL
   for (int I = 0; I < B; ++I) {

@@ -603,7 +603,21 @@ TEST(DeviceMetrics, ResidualPassFitsItsTilesAndTerms) {
     if (gpu::pair_pays(C)) {
       EXPECT_GE(slab_stride(C), 2 * C - 1) << "C = " << C;
     }
+    // Its rows a step for the terms each caller gives it (the gold's tail and
+    // the reference program two reference slabs, the fast program its ten):
+    // 8, 4 or 2, and every step's entries within them.
+    for (bool s1 : {false, true}) {
+      for (int cap : {2 * reference_slab_stride(C), kChains * fast_slab_stride(C, s1)}) {
+        const int n = residual_pass_rows(C, cap);
+        EXPECT_TRUE(n == 8 || n == 4 || n == 2) << "C = " << C;
+        for (int r0 = 0; r0 < C; r0 += n)
+          EXPECT_LE(packed_at(r0 + n < C ? r0 + n : C, 0) - packed_at(r0, 0), cap) << "C = " << C << ", rows " << r0;
+      }
+    }
   }
+  // At C = 64: eight rows a step in the fast program (8 steps), four in the gold's tail (16).
+  EXPECT_EQ(residual_pass_rows(64, kChains * fast_slab_stride(64, false)), 8);
+  EXPECT_EQ(residual_pass_rows(64, 2 * reference_slab_stride(64)), 4);
 }
 
 // The gold's X by columns (C > 32): each column from the panel of its
