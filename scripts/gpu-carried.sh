@@ -5,7 +5,7 @@
 #   .ext/bin/before/chunkinv, .ext/bin/lib/             the build `bench` compares against, and libfmt
 # The tests' compiled-in paths (/work/main/...) are pointed at this copy of the tree.
 #
-#   scripts/gpu-carried.sh [STEPS]    STEPS: a comma list of tests,recurrence,seq,backward,sass,bench
+#   scripts/gpu-carried.sh [STEPS]    STEPS: a comma list of the steps below
 #                                     (default tests,recurrence,seq,backward,bench)
 #     tests       the GPU tests and those of the device pipeline, the recurrence and seq (gtest filter; TESTS_FILTER
 #                 sets another)
