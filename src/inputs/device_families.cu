@@ -30,8 +30,8 @@
 #include <string>
 #include <tuple>
 
-#include "core/detmath_hd.hpp"
 #include "core/bf16_divider.hpp"
+#include "core/detmath_hd.hpp"
 #include "core/error.hpp"
 #include "core/fp.hpp"
 #include "core/fp_hd.hpp"

@@ -146,6 +146,16 @@ CHUNKINV_HD inline bool fast_stages_gold(int C) { return C <= 16; }
 // the pass's serial sum cost the C <= 32 ones (the pair at C = 16: 13.67
 // ns with the pass, 11.20 with R; docs/notes/gpu-notes.md, "Sixth lease").
 CHUNKINV_HD inline bool fast_residual_tiles(int C) { return C <= 32; }
+// The fast metrics program's instantiation for chunk C: calls
+// f.template operator()<fast_stages_gold(C), fast_residual_tiles(C)>()
+// (the gold is staged only at C <= 16, where R is formed too). The launch
+// and the CPU tests both dispatch through it.
+template <class F>
+void with_fast_metrics_shape(int C, F&& f) {
+  if (fast_stages_gold(C)) f.template operator()<true, true>();
+  else if (fast_residual_tiles(C)) f.template operator()<false, true>();
+  else f.template operator()<false, false>();
+}
 struct FastSmem {
   double *inv, *s1, *lp, *terms, *acc, *r, *gl, *gi;
 };
@@ -315,8 +325,8 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
       m.acc[t] = add_terms(m.acc[t], m.terms + size_t(t) * SS, len);
     });
   }
-  // Without the space for R: the residual two rows at a time over the (now
-  // free) slab terms, its errors into sum 4 and its reference into sum 9.
+  // Without the space for R: the residual's pass over the (now free) slab
+  // terms, its errors into sum 4 and its reference into sum 9.
   if (!kTiles && residual) residual_pass(blk, C, gold_l, inv_kj, m.terms, kChains * SS, &m.acc[4], &m.acc[9], fl, 1);
 
   blk.each([&](int t) {

@@ -472,15 +472,9 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
   auto l = [&](int i, int k) { return m.L[packed_at(i, k)]; };
   // A non-finite inverse makes inverse_residual +inf whatever its sums (write_reference_fast).
   if (fl->inv_bad == 0) {
-    if constexpr (!kColumns) {
-      residual_pass(blk, C, l, [&](int k, int j) { return m.X[size_t(k) * C + j]; }, m.terms,
-                    2 * reference_slab_stride(C), &m.acc[0], &m.acc[1], fl,
-                    1);
-    } else {  // C > 32: X by columns (every k >= j is a row the column keeps)
-      residual_pass(blk, C, l, [&](int k, int j) { return m.X[x_origin(C, j) + 4 * k]; }, m.terms,
-                    2 * reference_slab_stride(C), &m.acc[0], &m.acc[1],
-                    fl, 1);
-    }
+    // X by rows, or by columns above C = 32 (every k >= j is a row the column keeps).
+    auto x = [&](int k, int j) { return kColumns ? m.X[x_origin(C, j) + 4 * k] : m.X[size_t(k) * C + j]; };
+    residual_pass(blk, C, l, x, m.terms, 2 * reference_slab_stride(C), &m.acc[0], &m.acc[1], fl, 1);
   }
   blk.each([&](int t) {
     if (t != 0) return;

@@ -107,15 +107,6 @@ __global__ void __launch_bounds__(128, 8) metrics_fast_kernel(GoldRead g, PathOn
   leave_if_slow(left, s);
 }
 
-// The fast metrics kernel for chunk C: the gold staged up to C = 16, R up
-// to C = 32 (blocks::fast_stages_gold, fast_residual_tiles).
-using MetricsFastKernel = void (*)(GoldRead, PathOnDevice, double*, Left);
-MetricsFastKernel metrics_fast_kernel_for(int C) {
-  const bool staged = blocks::fast_stages_gold(C), tiles = blocks::fast_residual_tiles(C);
-  if (staged && !tiles) throw std::logic_error("metrics_fast_kernel_for: the gold staged without R");
-  return staged ? metrics_fast_kernel<true, true> : tiles ? metrics_fast_kernel<false, true> : metrics_fast_kernel<false, false>;
-}
-
 template <bool kStaged>
 __global__ void pair_fast_kernel(GoldRead g, PathOnDevice pk, PathOnDevice pg, double* out_k, double* out_g,
                                  Left left_k, Left left_g) {
@@ -229,7 +220,9 @@ void metrics_on_device(const GoldRead& g, const PathOnDevice& p, double* out, Me
   const LeftScratch left(g.n, stream);
   const size_t fast_smem =
       blocks::kFlagsBytes + blocks::fast_metrics_smem_doubles(C, blocks::fast_with_s1(g, p)) * 8;
-  launch(metrics_fast_kernel_for(C), g.n, threads, fast_smem, stream, g, p, out, left.left());
+  blocks::with_fast_metrics_shape(C, [&]<bool kStaged, bool kTiles>() {
+    launch(metrics_fast_kernel<kStaged, kTiles>, g.n, threads, fast_smem, stream, g, p, out, left.left());
+  });
   launch(metrics_kernel, std::min(g.n, kSlowGrid), threads, blocks::kFlagsBytes + blocks::metrics_smem_doubles(C) * 8,
          stream, g, p, out, left.left());
 }

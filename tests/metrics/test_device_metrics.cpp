@@ -111,9 +111,9 @@ void metrics_on_host(const gpu::GoldRead& g, const gpu::PathOnDevice& p, double*
   const HostBlock blk{block_threads(g.chunk)};
   std::vector<int> slow(size_t(g.n), -1);
   for (long s = 0; s < g.n; ++s) {
-    if (fast_stages_gold(g.chunk)) metrics_fast_program<true, true>(blk, g, p, out, s, fast.data(), &fl, slow.data());
-    else if (fast_residual_tiles(g.chunk)) metrics_fast_program<false, true>(blk, g, p, out, s, fast.data(), &fl, slow.data());
-    else metrics_fast_program<false, false>(blk, g, p, out, s, fast.data(), &fl, slow.data());
+    with_fast_metrics_shape(g.chunk, [&]<bool kStaged, bool kTiles>() {
+      metrics_fast_program<kStaged, kTiles>(blk, g, p, out, s, fast.data(), &fl, slow.data());
+    });
     if (slow[s]) metrics_program(blk, g, p, out, s, sm.data(), &fl);
     ++(slow[s] ? fast_counts.slow : fast_counts.fast);
   }
