@@ -3,6 +3,7 @@
 # BEFORE build, so `bench` compares like with like), carried xz-compressed in .ext/run:
 #   .ext/run/chunkinv.xz, .ext/run/chunkinv_tests.xz   this tree's CUDA build (build-cuda), stripped
 #   .ext/bin/before/chunkinv, .ext/bin/lib/             the build `bench` compares against, and libfmt
+#   .ext/run/chunkinv-prev.xz or .ext/run/prev-src.tar.gz  the roofline's "prev": a build, or a commit's tree to build here
 # The tests' compiled-in paths (/work/main/...) are pointed at this copy of the tree.
 #
 #   scripts/gpu-carried.sh [STEPS]    STEPS: a comma list of the steps below
@@ -40,6 +41,23 @@ for b in chunkinv chunkinv_tests chunkinv-prev chunkinv-alt; do
   [ -f ".ext/run/$b.xz" ] && xz -dc ".ext/run/$b.xz" > "build-cuda/$b" && chmod +x "build-cuda/$b"
 done
 [ -e /work/main ] || ln -s "$PWD" /work/main
+# .ext/run/prev-src.tar.gz (`git archive` of an earlier commit), where no chunkinv-prev.xz is carried: built here
+# (its chunkinv only, the same flags as build-cuda) into build-cuda/chunkinv-prev, for the roofline's "prev".
+if [ -f .ext/run/prev-src.tar.gz ] && [ ! -f .ext/run/chunkinv-prev.xz ]; then
+  NET=()
+  if [ ! -e /usr/include/nettle/sha2.h ]; then  # nettle-dev carried (the checkpoints' SHA-256)
+    N=$PWD/.ext/nettle/usr
+    NET=(-DNETTLE_INCLUDE_DIR=$N/include -DNETTLE_LIBRARY=$N/lib/x86_64-linux-gnu/libnettle.so "-DCMAKE_CXX_FLAGS=-isystem $N/include")
+  fi
+  rm -rf /tmp/prev-src && mkdir -p /tmp/prev-src && tar xzf .ext/run/prev-src.tar.gz -C /tmp/prev-src
+  s0=$(date +%s)
+  { cmake -S /tmp/prev-src -B /tmp/prev-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DCHUNKINV_CUDA=ON -DCHUNKINV_PYTHON=OFF -DBUILD_TESTING=OFF "${NET[@]}" &&
+    cmake --build /tmp/prev-build -j "$(nproc)" --target chunkinv; } > /tmp/prev-build.log 2>&1 &&
+    cp /tmp/prev-build/chunkinv build-cuda/chunkinv-prev
+  echo "prev from source: rc=$? $(( $(date +%s) - s0 )) s" | tee -a "$OUT/carried.log"
+  tail -5 /tmp/prev-build.log | gzip > "$OUT/prev-build.log.gz"
+fi
 export LD_LIBRARY_PATH="$PWD/.ext/bin/lib:$PWD/.ext/nettle/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CHUNKINV_DATA="$PWD/data"
 B=$PWD/build-cuda/chunkinv

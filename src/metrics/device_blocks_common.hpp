@@ -84,10 +84,46 @@ CHUNKINV_HD inline int reference_slab_size(int C) {
 }
 CHUNKINV_HD inline int reference_slab_stride(int C) { return reference_slab_size(C) | 1; }
 
-// a + q[0] + q[1] + ... + q[len - 1], added in that order: one sum's slab.
+// a + q[0] + q[1] + ... + q[len - 1], added in that order.
 CHUNKINV_HD inline double add_terms(double a, const double* q, int len) {
   for (int k = 0; k < len; ++k) a += q[k];
   return a;
+}
+
+// A band of the packed lower triangle: rows [r0, band_end(C, r0, cap)),
+// the most whole rows from r0 whose entries fit `cap` doubles, at least one
+// (a row, at most C entries, fits every slab).
+CHUNKINV_HD inline int band_end(int C, int r0, int cap) {
+  int r1 = r0 + 1;
+  while (r1 < C && packed_at(r1 + 1, 0) - packed_at(r0, 0) <= cap) ++r1;
+  return r1;
+}
+
+// Adds the terms of `chains` sums over the band of rows [r0, r1) to
+// acc[0 .. chains - 1] in rel_rmse's order (fp64::RelRmse: each row's terms
+// in column order from +0, then the rows' sums in row order). Chain c's
+// terms are at terms + c * stride, the band's entries in packed order. Two
+// phases: a thread a (chain, row) forms the row's sum and writes it over
+// the row's first term, then a thread a chain adds the rows' sums. The
+// longest serial chain is C + (rows in the band) adds, where one chain over
+// the band in packed order was the band's entries (a slab of 256 at C = 64).
+template <class Block>
+CHUNKINV_HD void band_sums(const Block& blk, int chains, double* terms, int stride, int r0, int r1, double* acc) {
+  const int nr = r1 - r0, k0 = packed_at(r0, 0);
+  blk.each([&](int t) {
+    for (int q = t; q < chains * nr; q += blk.threads) {
+      const int c = q / nr, i = r0 + q % nr;
+      double* row = terms + size_t(c) * stride + (packed_at(i, 0) - k0);
+      row[0] = add_terms(0.0, row, i + 1);
+    }
+  });
+  blk.each([&](int t) {
+    if (t >= chains) return;
+    const double* q = terms + size_t(t) * stride - k0;
+    double a = acc[t];
+    for (int i = r0; i < r1; ++i) a += q[packed_at(i, 0)];
+    acc[t] = a;
+  });
 }
 
 // Calls f(k, i, j) for thread t's entries k of the slab [k0, k0 + len) of
@@ -261,18 +297,19 @@ CHUNKINV_HD void residual_tile(int C, int I, int J, int lane, const Lf& l, const
 }
 
 // The inverse residual's two sums by the fast rules: the squared errors
-// into *err (set to +0 first) over the packed lower triangle in order, and
+// into *err (set to +0 first) over the lower triangle in rel_rmse's order
+// (each row's terms in column order, then the rows' sums in row order), and
 // the reference sum *ref = C, exactly (ones on the diagonal, +0 elsewhere,
 // added in any order). Row block I's tiles (I, J), J <= I, on warp J % W
 // (residual_tile), their entries held in registers; then eight, four or
-// two rows at a time, the most whose entries fit `cap` doubles of terms
-// (two rows, at most 2C - 1 entries, fit every program's slab), the lanes
-// holding them write their squared errors to terms, in packed order, and
-// thread 0 adds them: the same adds in the same order whatever the step,
-// and two barriers a step (two rows a step at C = 64 had held the gold
-// entry's metrics at a barrier a third of their time, docs/notes/
-// gpu-notes.md, "Seventh lease"). Sets `s2_bit` in fl->s2_bad when an
-// entry of the product is not finite.
+// two rows at a time, the most whose entries and row sums fit `cap`
+// doubles of terms (residual_pass_rows), the lanes holding them write their
+// squared errors to terms, in packed order, and a thread a row adds the
+// row's; thread 0 adds those rows' sums to *err in the next step's first
+// phase (and in a last phase of its own). Two barriers a step (two rows a
+// step at C = 64 had held the gold entry's metrics at a barrier a third of
+// their time, docs/notes/gpu-notes.md, "Seventh lease"). Sets `s2_bit` in
+// fl->s2_bad when an entry of the product is not finite.
 struct ResidualTiles {
   double v[2][2];  // the lane's two entries of each of its tiles of a row block
 };
@@ -282,17 +319,25 @@ CHUNKINV_HD inline bool residual_tiles_fit(int C, int threads) {
   return W >= 1 && (B + W - 1) / W <= 2;
 }
 // residual_pass's rows a step for `cap` doubles of terms: 8, 4 or 2, the
-// most whose last rows' entries fit (a step of n rows from r0 takes n r0 +
-// n (n + 1) / 2 entries, the most for the last n rows).
+// most whose last rows' entries and their n row sums fit (a step of n rows
+// from r0 takes n r0 + n (n + 1) / 2 entries, the most for the last n rows).
 CHUNKINV_HD inline int residual_pass_rows(int C, int cap) {
   int n = 8;
-  while (n > 2 && packed_at(C, 0) - packed_at(C > n ? C - n : 0, 0) > cap) n /= 2;
+  while (n > 2 && packed_at(C, 0) - packed_at(C > n ? C - n : 0, 0) + n > cap) n /= 2;
   return n;
 }
 template <class Block, class Lf, class Xf>
 CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x, double* terms, int cap, double* err,
                                double* ref, BlockFlags* fl, int s2_bit) {
   const int B = (C + 7) / 8, W = blk.threads / 32, n = residual_pass_rows(C, cap);
+  double* const rows = terms + cap - n;  // a step's row sums, after its terms
+  int pending = 0;                       // the row sums in `rows` not yet in *err
+  auto fold = [&](int t) {
+    if (t != 0) return;
+    double e = *err;
+    for (int r = 0; r < pending; ++r) e += rows[r];
+    *err = e;
+  };
   auto acc = blk.template local<ResidualTiles>();
   CHUNKINV_NO_UNROLL
   for (int I = 0; I < B; ++I) {
@@ -311,10 +356,11 @@ CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x
     });
     CHUNKINV_NO_UNROLL
     for (int r0 = 8 * I; r0 < end; r0 += n) {
-      const int k0 = packed_at(r0, 0), len = packed_at(r0 + n < end ? r0 + n : end, 0) - k0;
+      const int k0 = packed_at(r0, 0), r1 = r0 + n < end ? r0 + n : end;
       blk.each([&](int t) {
+        fold(t);
         const int lane = t % 32, w = t / 32, i = 8 * I + lane / 4;
-        if (i < r0 || i >= r0 + n || i >= C) return;
+        if (i < r0 || i >= r1) return;
         bool bad = false;
         CHUNKINV_UNROLL
         for (int p = 0; p < 2; ++p) {
@@ -331,10 +377,12 @@ CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x
         if (bad) blk.set_bits(&fl->s2_bad, s2_bit);
       });
       blk.each([&](int t) {
-        if (t == 0) *err = add_terms(*err, terms, len);
+        if (t < r1 - r0) rows[t] = add_terms(0.0, terms + (packed_at(r0 + t, 0) - k0), r0 + t + 1);
       });
+      pending = r1 - r0;
     }
   }
+  blk.each(fold);
 }
 
 // The inverse residual's product by the fast rules into R, the lower
