@@ -302,13 +302,12 @@ CHUNKINV_HD void residual_tile(int C, int I, int J, int lane, const Lf& l, const
 // the reference sum *ref = C, exactly (ones on the diagonal, +0 elsewhere,
 // added in any order). Row block I's tiles (I, J), J <= I, on warp J % W
 // (residual_tile), their entries held in registers; then eight, four or
-// two rows at a time, the most whose entries and row sums fit `cap`
-// doubles of terms (residual_pass_rows), the lanes holding them write their
-// squared errors to terms, in packed order, and a thread a row adds the
-// row's; thread 0 adds those rows' sums to *err in the next step's first
-// phase (and in a last phase of its own). Two barriers a step (two rows a
-// step at C = 64 had held the gold entry's metrics at a barrier a third of
-// their time, docs/notes/gpu-notes.md, "Seventh lease"). Sets `s2_bit` in
+// two rows at a time, the most whose entries fit `cap` doubles of terms
+// (two rows, at most 2C - 1 entries, fit every program's slab), the lanes
+// holding them write their squared errors to terms, in packed order, and
+// thread 0 adds them (step_rows): two barriers a step (two rows a step at
+// C = 64 had held the gold entry's metrics at a barrier a third of their
+// time, docs/notes/gpu-notes.md, "Seventh lease"). Sets `s2_bit` in
 // fl->s2_bad when an entry of the product is not finite.
 struct ResidualTiles {
   double v[2][2];  // the lane's two entries of each of its tiles of a row block
@@ -319,25 +318,41 @@ CHUNKINV_HD inline bool residual_tiles_fit(int C, int threads) {
   return W >= 1 && (B + W - 1) / W <= 2;
 }
 // residual_pass's rows a step for `cap` doubles of terms: 8, 4 or 2, the
-// most whose last rows' entries and their n row sums fit (a step of n rows
-// from r0 takes n r0 + n (n + 1) / 2 entries, the most for the last n rows).
+// most whose last rows' entries fit (a step of n rows from r0 takes n r0 +
+// n (n + 1) / 2 entries, the most for the last n rows).
 CHUNKINV_HD inline int residual_pass_rows(int C, int cap) {
   int n = 8;
-  while (n > 2 && packed_at(C, 0) - packed_at(C > n ? C - n : 0, 0) + n > cap) n /= 2;
+  while (n > 2 && packed_at(C, 0) - packed_at(C > n ? C - n : 0, 0) > cap) n /= 2;
   return n;
+}
+// e + the sums of rows [r0, r1), each row's terms (q: the rows' entries in
+// packed order) added in column order from +0, the rows' sums added to e
+// in row order: two rows' chains side by side, so that the thread waits on
+// half its rows, not on each one after another. (A thread a row, with the
+// row sums added in a later phase, took the gold's kernel from 80 to 96
+// registers at C = 64, a block an SM fewer; four chains, from 64 to 78 at
+// C = 32.)
+CHUNKINV_HD inline double step_rows(double e, const double* q, int r0, int r1) {
+  for (int g = r0; g < r1; g += 2) {
+    const int m = r1 - g < 2 ? r1 - g : 2;
+    const double* qg = q + (packed_at(g, 0) - packed_at(r0, 0));
+    double a[2] = {0.0, 0.0};
+    CHUNKINV_NO_UNROLL
+    for (int k = 0; k < g + m; ++k) {
+      CHUNKINV_UNROLL
+      for (int r = 0; r < 2; ++r)
+        if (r < m && k <= g + r) a[r] += qg[packed_at(g + r, 0) - packed_at(g, 0) + k];
+    }
+    CHUNKINV_UNROLL
+    for (int r = 0; r < 2; ++r)
+      if (r < m) e += a[r];
+  }
+  return e;
 }
 template <class Block, class Lf, class Xf>
 CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x, double* terms, int cap, double* err,
                                double* ref, BlockFlags* fl, int s2_bit) {
   const int B = (C + 7) / 8, W = blk.threads / 32, n = residual_pass_rows(C, cap);
-  double* const rows = terms + cap - n;  // a step's row sums, after its terms
-  int pending = 0;                       // the row sums in `rows` not yet in *err
-  auto fold = [&](int t) {
-    if (t != 0) return;
-    double e = *err;
-    for (int r = 0; r < pending; ++r) e += rows[r];
-    *err = e;
-  };
   auto acc = blk.template local<ResidualTiles>();
   CHUNKINV_NO_UNROLL
   for (int I = 0; I < B; ++I) {
@@ -358,7 +373,6 @@ CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x
     for (int r0 = 8 * I; r0 < end; r0 += n) {
       const int k0 = packed_at(r0, 0), r1 = r0 + n < end ? r0 + n : end;
       blk.each([&](int t) {
-        fold(t);
         const int lane = t % 32, w = t / 32, i = 8 * I + lane / 4;
         if (i < r0 || i >= r1) return;
         bool bad = false;
@@ -377,12 +391,10 @@ CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x
         if (bad) blk.set_bits(&fl->s2_bad, s2_bit);
       });
       blk.each([&](int t) {
-        if (t < r1 - r0) rows[t] = add_terms(0.0, terms + (packed_at(r0 + t, 0) - k0), r0 + t + 1);
+        if (t == 0) *err = step_rows(*err, terms, r0, r1);
       });
-      pending = r1 - r0;
     }
   }
-  blk.each(fold);
 }
 
 // The inverse residual's product by the fast rules into R, the lower
