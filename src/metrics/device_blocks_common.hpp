@@ -99,17 +99,43 @@ CHUNKINV_HD inline int band_end(int C, int r0, int cap) {
   return r1;
 }
 
+// e + the sums of rows [r0, r1) in rel_rmse's order: each row's terms (q:
+// the rows' entries in packed order from row r0's first) added in column
+// order from +0, then the rows' sums added to e in row order. One thread's
+// serial chain of the rows' entries (plus one add a row), its loads issued
+// ahead as add_terms' (a form with two rows' chains side by side and its
+// loop kept rolled waited on each load: the gold 167 -> 191 ns a sample at
+// C = 64 on an H100, docs/notes/gpu-notes.md, "Eighth lease").
+CHUNKINV_HD inline double step_rows(double e, const double* q, int r0, int r1) {
+  const int k0 = packed_at(r0, 0);
+  for (int i = r0; i < r1; ++i) e += add_terms(0.0, q + (packed_at(i, 0) - k0), i + 1);
+  return e;
+}
+
+// Whether band_sums forms a band's row sums side by side (a thread a
+// (sum, row), then a thread a sum adding them: one barrier more a band) or
+// a thread a sum adds them one after another (step_rows).
+CHUNKINV_HD inline bool band_rows_side_by_side(int C) { return C > 32; }
+
 // Adds the terms of `chains` sums over the band of rows [r0, r1) to
 // acc[0 .. chains - 1] in rel_rmse's order (fp64::RelRmse: each row's terms
 // in column order from +0, then the rows' sums in row order). Chain c's
-// terms are at terms + c * stride, the band's entries in packed order. Two
-// phases: a thread a (chain, row) forms the row's sum and writes it over
-// the row's first term, then a thread a chain adds the rows' sums. The
-// longest serial chain is C + (rows in the band) adds, where one chain over
-// the band in packed order was the band's entries (a slab of 256 at C = 64).
+// terms are at terms + c * stride, the band's entries in packed order.
+// Side by side (band_rows_side_by_side): a thread a (chain, row) forms the
+// row's sum and writes it over the row's first term, then a thread a chain
+// adds the rows' sums: the longest serial chain is C + (rows in the band)
+// adds, where one chain over the band was its entries (256 or 128 at C =
+// 64). Else a thread a chain, in one phase (step_rows).
 template <class Block>
-CHUNKINV_HD void band_sums(const Block& blk, int chains, double* terms, int stride, int r0, int r1, double* acc) {
+CHUNKINV_HD void band_sums(const Block& blk, int C, int chains, double* terms, int stride, int r0, int r1,
+                           double* acc) {
   const int nr = r1 - r0, k0 = packed_at(r0, 0);
+  if (!band_rows_side_by_side(C)) {
+    blk.each([&](int t) {
+      if (t < chains) acc[t] = step_rows(acc[t], terms + size_t(t) * stride, r0, r1);
+    });
+    return;
+  }
   blk.each([&](int t) {
     for (int q = t; q < chains * nr; q += blk.threads) {
       const int c = q / nr, i = r0 + q % nr;
@@ -324,30 +350,6 @@ CHUNKINV_HD inline int residual_pass_rows(int C, int cap) {
   int n = 8;
   while (n > 2 && packed_at(C, 0) - packed_at(C > n ? C - n : 0, 0) > cap) n /= 2;
   return n;
-}
-// e + the sums of rows [r0, r1), each row's terms (q: the rows' entries in
-// packed order) added in column order from +0, the rows' sums added to e
-// in row order: two rows' chains side by side, so that the thread waits on
-// half its rows, not on each one after another. (A thread a row, with the
-// row sums added in a later phase, took the gold's kernel from 80 to 96
-// registers at C = 64, a block an SM fewer; four chains, from 64 to 78 at
-// C = 32.)
-CHUNKINV_HD inline double step_rows(double e, const double* q, int r0, int r1) {
-  for (int g = r0; g < r1; g += 2) {
-    const int m = r1 - g < 2 ? r1 - g : 2;
-    const double* qg = q + (packed_at(g, 0) - packed_at(r0, 0));
-    double a[2] = {0.0, 0.0};
-    CHUNKINV_NO_UNROLL
-    for (int k = 0; k < g + m; ++k) {
-      CHUNKINV_UNROLL
-      for (int r = 0; r < 2; ++r)
-        if (r < m && k <= g + r) a[r] += qg[packed_at(g + r, 0) - packed_at(g, 0) + k];
-    }
-    CHUNKINV_UNROLL
-    for (int r = 0; r < 2; ++r)
-      if (r < m) e += a[r];
-  }
-  return e;
 }
 template <class Block, class Lf, class Xf>
 CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x, double* terms, int cap, double* err,

@@ -323,7 +323,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
       });
       if (s2_bad) blk.set(&fl->s2_bad);
     });
-    band_sums(blk, kChains, m.terms, SS, r0, r1, m.acc);  // in the host's order; the unused add what nobody reads
+    band_sums(blk, C, kChains, m.terms, SS, r0, r1, m.acc);  // in the host's order; the unused add what nobody reads
   }
   // Without the space for R: the residual's pass over the (now free) slab
   // terms, its errors into sum 4 and its reference into sum 9.
@@ -505,7 +505,7 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
       });
       if (s2_bad) blk.set_bits(&fl->s2_bad, s2_bad);
     });
-    band_sums(blk, kPairSums, m.terms, SS, r0, r1, m.acc);  // in the host's order; the unused add what nobody reads
+    band_sums(blk, C, kPairSums, m.terms, SS, r0, r1, m.acc);  // in the host's order; the unused add what nobody reads
   }
 
   blk.each([&](int t) {

@@ -35,10 +35,10 @@
 //    (metrics_fast_program, pair_fast_program, reference_fast_program and
 //    the gold's tail: the samples whose matrices are zero above the
 //    diagonal) over the lower triangle, a slab of terms (a band of whole
-//    rows) formed by every thread, then a thread a (sum, row) adding the
-//    row's terms and a thread a sum adding the rows' sums (band_sums); the
-//    residual pass's thread 0 adds two rows' chains side by side
-//    (step_rows).
+//    rows) formed by every thread, then, above C = 32, a thread a (sum,
+//    row) adding the row's terms and a thread a sum adding the rows' sums
+//    (band_sums); at C <= 32, and in the residual pass, a thread a sum
+//    adds each row's terms, then the row's sum, row after row (step_rows).
 //
 // The programs by file: device_blocks_common.hpp (flags, tiles, slabs,
 // shared-memory layouts), device_gold_program.hpp (the gold),
