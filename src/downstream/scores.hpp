@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "core/matrix.hpp"
-#include "metrics/fp64_order.hpp"
 #include "metrics/metrics.hpp"
 
 namespace chunkinv {
@@ -18,17 +17,17 @@ namespace chunkinv {
 // o_rel_rmse_from_<p> per window of positions (window_metric_name).
 std::span<const MetricInfo> downstream_metrics();
 
-// SPEC §3's rel_rmse, its sums streamed block by block of rows, in rel_rmse's
-// order (each row's terms, then the rows' sums): over the blocks of rows of
-// one matrix it equals rel_rmse of the whole (bit for bit).
+// SPEC §3's rel_rmse, its sums streamed block by block in row-major order:
+// over the blocks of one matrix it equals rel_rmse of the whole (bit for bit).
 class RelRmseSum {
  public:
   void add(const Mat& a, const Mat& e);
   double value() const;  // +inf once a had a non-finite entry
 
  private:
-  fp64::RelRmse sums_;
+  double err2_ = 0, ref2_ = 0;
   uint64_t n_ = 0;
+  bool finite_ = true;
 };
 
 // One variant of the chunked forward (total, inverse only, storage) against

@@ -84,72 +84,10 @@ CHUNKINV_HD inline int reference_slab_size(int C) {
 }
 CHUNKINV_HD inline int reference_slab_stride(int C) { return reference_slab_size(C) | 1; }
 
-// a + q[0] + q[1] + ... + q[len - 1], added in that order.
+// a + q[0] + q[1] + ... + q[len - 1], added in that order: one sum's slab.
 CHUNKINV_HD inline double add_terms(double a, const double* q, int len) {
   for (int k = 0; k < len; ++k) a += q[k];
   return a;
-}
-
-// A band of the packed lower triangle: rows [r0, band_end(C, r0, cap)),
-// the most whole rows from r0 whose entries fit `cap` doubles, at least one
-// (a row, at most C entries, fits every slab).
-CHUNKINV_HD inline int band_end(int C, int r0, int cap) {
-  int r1 = r0 + 1;
-  while (r1 < C && packed_at(r1 + 1, 0) - packed_at(r0, 0) <= cap) ++r1;
-  return r1;
-}
-
-// e + the sums of rows [r0, r1) in rel_rmse's order: each row's terms (q:
-// the rows' entries in packed order from row r0's first) added in column
-// order from +0, then the rows' sums added to e in row order. One thread's
-// serial chain of the rows' entries (plus one add a row), its loads issued
-// ahead as add_terms' (a form with two rows' chains side by side and its
-// loop kept rolled waited on each load: the gold 167 -> 191 ns a sample at
-// C = 64 on an H100, docs/notes/gpu-notes.md, "Eighth lease").
-CHUNKINV_HD inline double step_rows(double e, const double* q, int r0, int r1) {
-  const int k0 = packed_at(r0, 0);
-  for (int i = r0; i < r1; ++i) e += add_terms(0.0, q + (packed_at(i, 0) - k0), i + 1);
-  return e;
-}
-
-// Whether band_sums forms a band's row sums side by side (a thread a
-// (sum, row), then a thread a sum adding them: one barrier more a band) or
-// a thread a sum adds them one after another (step_rows).
-CHUNKINV_HD inline bool band_rows_side_by_side(int C) { return C > 32; }
-
-// Adds the terms of `chains` sums over the band of rows [r0, r1) to
-// acc[0 .. chains - 1] in rel_rmse's order (fp64::RelRmse: each row's terms
-// in column order from +0, then the rows' sums in row order). Chain c's
-// terms are at terms + c * stride, the band's entries in packed order.
-// Side by side (band_rows_side_by_side): a thread a (chain, row) forms the
-// row's sum and writes it over the row's first term, then a thread a chain
-// adds the rows' sums: the longest serial chain is C + (rows in the band)
-// adds, where one chain over the band was its entries (256 or 128 at C =
-// 64). Else a thread a chain, in one phase (step_rows).
-template <class Block>
-CHUNKINV_HD void band_sums(const Block& blk, int C, int chains, double* terms, int stride, int r0, int r1,
-                           double* acc) {
-  const int nr = r1 - r0, k0 = packed_at(r0, 0);
-  if (!band_rows_side_by_side(C)) {
-    blk.each([&](int t) {
-      if (t < chains) acc[t] = step_rows(acc[t], terms + size_t(t) * stride, r0, r1);
-    });
-    return;
-  }
-  blk.each([&](int t) {
-    for (int q = t; q < chains * nr; q += blk.threads) {
-      const int c = q / nr, i = r0 + q % nr;
-      double* row = terms + size_t(c) * stride + (packed_at(i, 0) - k0);
-      row[0] = add_terms(0.0, row, i + 1);
-    }
-  });
-  blk.each([&](int t) {
-    if (t >= chains) return;
-    const double* q = terms + size_t(t) * stride - k0;
-    double a = acc[t];
-    for (int i = r0; i < r1; ++i) a += q[packed_at(i, 0)];
-    acc[t] = a;
-  });
 }
 
 // Calls f(k, i, j) for thread t's entries k of the slab [k0, k0 + len) of
@@ -323,18 +261,18 @@ CHUNKINV_HD void residual_tile(int C, int I, int J, int lane, const Lf& l, const
 }
 
 // The inverse residual's two sums by the fast rules: the squared errors
-// into *err (set to +0 first) over the lower triangle in rel_rmse's order
-// (each row's terms in column order, then the rows' sums in row order), and
+// into *err (set to +0 first) over the packed lower triangle in order, and
 // the reference sum *ref = C, exactly (ones on the diagonal, +0 elsewhere,
 // added in any order). Row block I's tiles (I, J), J <= I, on warp J % W
 // (residual_tile), their entries held in registers; then eight, four or
 // two rows at a time, the most whose entries fit `cap` doubles of terms
 // (two rows, at most 2C - 1 entries, fit every program's slab), the lanes
 // holding them write their squared errors to terms, in packed order, and
-// thread 0 adds them (step_rows): two barriers a step (two rows a step at
-// C = 64 had held the gold entry's metrics at a barrier a third of their
-// time, docs/notes/gpu-notes.md, "Seventh lease"). Sets `s2_bit` in
-// fl->s2_bad when an entry of the product is not finite.
+// thread 0 adds them: the same adds in the same order whatever the step,
+// and two barriers a step (two rows a step at C = 64 had held the gold
+// entry's metrics at a barrier a third of their time, docs/notes/
+// gpu-notes.md, "Seventh lease"). Sets `s2_bit` in fl->s2_bad when an
+// entry of the product is not finite.
 struct ResidualTiles {
   double v[2][2];  // the lane's two entries of each of its tiles of a row block
 };
@@ -373,10 +311,10 @@ CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x
     });
     CHUNKINV_NO_UNROLL
     for (int r0 = 8 * I; r0 < end; r0 += n) {
-      const int k0 = packed_at(r0, 0), r1 = r0 + n < end ? r0 + n : end;
+      const int k0 = packed_at(r0, 0), len = packed_at(r0 + n < end ? r0 + n : end, 0) - k0;
       blk.each([&](int t) {
         const int lane = t % 32, w = t / 32, i = 8 * I + lane / 4;
-        if (i < r0 || i >= r1) return;
+        if (i < r0 || i >= r0 + n || i >= C) return;
         bool bad = false;
         CHUNKINV_UNROLL
         for (int p = 0; p < 2; ++p) {
@@ -393,7 +331,7 @@ CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x
         if (bad) blk.set_bits(&fl->s2_bad, s2_bit);
       });
       blk.each([&](int t) {
-        if (t == 0) *err = step_rows(*err, terms, r0, r1);
+        if (t == 0) *err = add_terms(*err, terms, len);
       });
     }
   }

@@ -17,9 +17,8 @@ namespace chunkinv::gpu::blocks {
 // those the same bits come from less work, each step exact:
 //  - a rel_rmse's sums skip the entries above the diagonal: their terms are
 //    (+-0 - +-0)^2 = +0 and the sums, which start at +0 and add squares, are
-//    never -0, so adding +0 changes no bit (a row's sum ends at its
-//    diagonal). Every other term is added in the host's order: each row's
-//    in column order, then the rows' sums in row order (fp64::RelRmse);
+//    never -0, so adding +0 changes no bit. The lower triangle is walked in
+//    data order, so every other term is added in the host's order;
 //  - the residual's product takes the terms k of the tiles holding j .. i
 //    only: INV(k, j) is +-0 for k < j and L(i, k) +0 for k > i, the gold L
 //    finite, so the others are fused multiply-adds of zeros to
@@ -27,9 +26,8 @@ namespace chunkinv::gpu::blocks {
 //  - entries above the diagonal are not formed at all: the product is zero
 //    there and (I + gold L) * INV's term (0 - 0)^2.
 // What runs in parallel changes too: a phase computes every term of a slab
-// (a band of whole rows of the lower triangle) at once (all threads, the
-// operands read once, coalesced), then a thread per (sum, row) adds the
-// row's terms and a thread per sum the band's row sums (band_sums). The
+// of the lower triangle at once (all threads, the operands read once,
+// coalesced), then one thread per sum adds the slab's terms in order. The
 // sums' order, the one thing the bits depend on, is the host's.
 //
 // A sample that fails the test is flagged in `slow[s]` and left to
@@ -228,7 +226,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
                                       double* sm, BlockFlags* fl, int* slow) {
   const size_t csq = size_t(g.chunk) * g.chunk, at = size_t(s) * csq;
   const bool own_gold_l = path_l_is_gold_l(g, p), with_s1 = fast_with_s1(g, p);
-  const int C = g.chunk, T = blk.threads, S = fast_slab_size(C, with_s1),
+  const int C = g.chunk, T = blk.threads, P = packed_size(C), S = fast_slab_size(C, with_s1),
             SS = fast_slab_stride(C, with_s1);
   const FastSmem m = fast_smem(sm, C, with_s1);
   const double* gl = g.gold_l + at;
@@ -280,9 +278,8 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   auto gold_l = [&](int r, int c) { return gold.l(r, c); };
   auto inv_kj = [&](int k, int j) { return m.inv[packed_at(k, j)]; };
   if (tiles) residual_tiles(blk, C, gold_l, inv_kj, m.r);
-  for (int r0 = 0, r1; sums && r0 < C; r0 = r1) {  // a band of whole rows a step
-    r1 = band_end(C, r0, S);
-    const int k0 = packed_at(r0, 0), len = packed_at(r1, 0) - k0;
+  for (int k0 = 0; sums && k0 < P; k0 += S) {
+    const int len = P - k0 < S ? P - k0 : S;
     blk.each([&](int t) {
       bool s2_bad = false;
       slab_entries(k0, len, T, t, [&](int k, int i, int j) {
@@ -323,7 +320,10 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
       });
       if (s2_bad) blk.set(&fl->s2_bad);
     });
-    band_sums(blk, C, kChains, m.terms, SS, r0, r1, m.acc);  // in the host's order; the unused add what nobody reads
+    blk.each([&](int t) {  // the sums, each in the host's order; the unused ones add what nobody reads
+      if (t >= kChains) return;
+      m.acc[t] = add_terms(m.acc[t], m.terms + size_t(t) * SS, len);
+    });
   }
   // Without the space for R: the residual's pass over the (now free) slab
   // terms, its errors into sum 4 and its reference into sum 9.
@@ -408,7 +408,7 @@ template <bool kStaged, class Block>
 CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const PathOnDevice& pk, const PathOnDevice& pg,
                                    double* out_k, double* out_g, long s, double* sm, BlockFlags* fl, int* slow_k,
                                    int* slow_g) {
-  const int C = g.chunk, T = blk.threads, S = slab_size(C), SS = slab_stride(C);
+  const int C = g.chunk, T = blk.threads, P = packed_size(C), S = slab_size(C), SS = slab_stride(C);
   const size_t csq = size_t(C) * C, at = size_t(s) * csq;
   const PairSmem m = pair_smem(sm, C);
   const double* gl = g.gold_l + at;
@@ -459,9 +459,8 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
   auto gold_l = [&](int r, int c) { return gold.l(r, c); };
   if (k_res) residual_tiles(blk, C, gold_l, [&](int k, int j) { return m.inv[packed_at(k, j)]; }, m.rk);
   if (g_res) residual_tiles(blk, C, gold_l, [&](int k, int j) { return m.run[packed_at(k, j)]; }, m.rg);
-  for (int r0 = 0, r1; r0 < C; r0 = r1) {  // a band of whole rows a step
-    r1 = band_end(C, r0, S);
-    const int k0 = packed_at(r0, 0), len = packed_at(r1, 0) - k0;
+  for (int k0 = 0; k0 < P; k0 += S) {
+    const int len = P - k0 < S ? P - k0 : S;
     blk.each([&](int t) {
       int s2_bad = 0;
       slab_entries(k0, len, T, t, [&](int k, int i, int j) {
@@ -505,7 +504,10 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
       });
       if (s2_bad) blk.set_bits(&fl->s2_bad, s2_bad);
     });
-    band_sums(blk, C, kPairSums, m.terms, SS, r0, r1, m.acc);  // in the host's order; the unused add what nobody reads
+    blk.each([&](int t) {  // the sums, each in the host's order; the unused ones add what nobody reads
+      if (t >= kPairSums) return;
+      m.acc[t] = add_terms(m.acc[t], m.terms + size_t(t) * SS, len);
+    });
   }
 
   blk.each([&](int t) {

@@ -8,16 +8,24 @@
 
 namespace chunkinv::gpu::blocks {
 
-// One rel_rmse(a, e) over C^2 entries in rel_rmse's order (row by row,
-// fp64::RelRmse); a is FP64 (a64) or FP16 bits (a16); e is FP64 (e64) or
-// the identity (e64 null).
+// One rel_rmse(a, e) over C^2 entries in data order; a is FP64 (a64) or
+// FP16 bits (a16); e is FP64 (e64) or the identity (e64 null).
 CHUNKINV_HD inline double rel_rmse_serial(int C, const double* a64, const uint16_t* a16, const double* e64) {
+  const int n = C * C;
   fp64::RelRmse r;
-  for (int i = 0, e = 0; i < C; ++i) {
-    for (int j = 0; j < C; ++j, ++e) r.add(a64 ? a64[e] : fp64::fp16_value(a16[e]), e64 ? e64[e] : i == j ? 1.0 : 0.0);
-    r.end_row();
+  int diagonal = 0;
+  for (int e = 0; e < n; ++e) {
+    const double x = a64 ? a64[e] : fp64::fp16_value(a16[e]);
+    double y;
+    if (e64) {
+      y = e64[e];
+    } else {
+      y = e == diagonal ? 1.0 : 0.0;
+      if (e == diagonal) diagonal += C + 1;
+    }
+    r.add(x, y);
   }
-  return r.value(C * C);
+  return r.value(n);
 }
 
 // Thread t's share of a path's decay counts (decays == 0, non-finite

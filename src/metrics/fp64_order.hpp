@@ -166,33 +166,22 @@ CHUNKINV_HD inline double residual_entry(int i, int j, int k_begin, int k_end, c
   return r;
 }
 
-// rel_rmse(a, e) of metrics.cpp: sqrt(mean((a-e)^2)) / (sqrt(mean(e^2)) +
-// 1e-30), +inf once an entry of a is not finite. Its two sums in the house
-// order (docs/design.md, "Precision choices"): each row's terms added in
-// column order from +0 (add), then the rows' sums added in row order from
-// +0 (end_row after each row). A caller that forms a row's sum itself
-// adds it with add_row.
+// rel_rmse(a, e) of metrics.cpp, one entry at a time in the matrices' data
+// order: sqrt(mean((a-e)^2)) / (sqrt(mean(e^2)) + 1e-30), +inf once an
+// entry of a is not finite.
 struct RelRmse {
-  double err = 0.0, ref = 0.0;          // the rows ended so far
-  double row_err = 0.0, row_ref = 0.0;  // the row being added
+  double err = 0.0, ref = 0.0;
   bool finite = true;
 
   CHUNKINV_HD void add(double a, double e) {
     if (!std::isfinite(a)) finite = false;
     const double d = a - e;
-    row_err += d * d;
-    row_ref += e * e;
+    err += d * d;
+    ref += e * e;
   }
-  CHUNKINV_HD void end_row() {
-    add_row(row_err, row_ref);
-    row_err = row_ref = 0.0;
-  }
-  CHUNKINV_HD void add_row(double e2, double r2) {
-    err += e2;
-    ref += r2;
-  }
-  CHUNKINV_HD double value(double n) const {  // n: the count of entries
+  CHUNKINV_HD double value(int count) const {
     if (!finite) return INFINITY;
+    const double n = static_cast<double>(count);
     return std::sqrt(err / n) / (std::sqrt(ref / n) + 1e-30);
   }
 };
