@@ -14,11 +14,7 @@ OUT=${OUT:-/tmp/backward-out}
 mkdir -p "$OUT"
 S=$(date +%s); t() { echo "[$(( $(date +%s) - S )) s] $*"; }
 L=$OUT/backward.log
-NET=()
-if [ ! -e /usr/include/nettle/sha2.h ]; then  # nettle-dev carried from Debian (the checkpoints' SHA-256)
-  N=$PWD/.ext/nettle/usr; export LD_LIBRARY_PATH=$N/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-  NET=(-DNETTLE_INCLUDE_DIR=$N/include -DNETTLE_LIBRARY=$N/lib/x86_64-linux-gnu/libnettle.so "-DCMAKE_CXX_FLAGS=-isystem $N/include")
-fi
+source "$(dirname "$0")/carried-nettle.sh"  # NET: nettle-dev from .ext/nettle where missing
 cmake -S . -B /tmp/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCHUNKINV_CUDA=ON -DCHUNKINV_PYTHON=OFF "${NET[@]}" > /tmp/cfg.log 2>&1 || { tail -30 /tmp/cfg.log; exit 1; }
 cmake --build /tmp/b -j 16 --target chunkinv > /tmp/build.log 2>&1 || { grep -A5 -E "error|FAILED" /tmp/build.log | head -40; exit 1; }
 git log --oneline -1 >> "$L"; t built | tee -a "$L"

@@ -44,11 +44,7 @@ done
 # .ext/run/prev-src.tar.gz (`git archive` of an earlier commit), where no chunkinv-prev.xz is carried: built here
 # (its chunkinv only, the same flags as build-cuda) into build-cuda/chunkinv-prev, for the roofline's "prev".
 if [ -f .ext/run/prev-src.tar.gz ] && [ ! -f .ext/run/chunkinv-prev.xz ]; then
-  NET=()
-  if [ ! -e /usr/include/nettle/sha2.h ]; then  # nettle-dev carried (the checkpoints' SHA-256)
-    N=$PWD/.ext/nettle/usr
-    NET=(-DNETTLE_INCLUDE_DIR=$N/include -DNETTLE_LIBRARY=$N/lib/x86_64-linux-gnu/libnettle.so "-DCMAKE_CXX_FLAGS=-isystem $N/include")
-  fi
+  source "$(dirname "$0")/carried-nettle.sh"  # NET: nettle-dev from .ext/nettle where missing
   rm -rf /tmp/prev-src && mkdir -p /tmp/prev-src && tar xzf .ext/run/prev-src.tar.gz -C /tmp/prev-src
   s0=$(date +%s)
   { cmake -S /tmp/prev-src -B /tmp/prev-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \

@@ -18,11 +18,7 @@ OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 L=$OUT/scale.log
 S=$(date +%s); t() { echo "[$(( $(date +%s) - S )) s] $*" | tee -a "$L"; }
 
-NET=()
-if [ ! -e /usr/include/nettle/sha2.h ]; then
-  NT=$PWD/.ext/nettle/usr; export LD_LIBRARY_PATH=$NT/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-  NET=(-DNETTLE_INCLUDE_DIR=$NT/include -DNETTLE_LIBRARY=$NT/lib/x86_64-linux-gnu/libnettle.so "-DCMAKE_CXX_FLAGS=-isystem $NT/include")
-fi
+source "$(dirname "$0")/carried-nettle.sh"  # NET: nettle-dev from .ext/nettle where missing
 # SCALE_PYTHON=AUTO also builds the Python module (for the python3 on PATH, the one with torch); DLPack's header is
 # read from .ext/dlpack where the machine lacks it
 PYOPT=(-DCHUNKINV_PYTHON=OFF)

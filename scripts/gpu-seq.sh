@@ -15,11 +15,7 @@ S=$(date +%s); t() { echo "[$(( $(date +%s) - S )) s] $*"; }
 OUT=${OUT:-/tmp/gpu-seq-out}; mkdir -p "$OUT"
 L=$OUT/gpu-seq.log
 PEER=${PEER_DIR:-.ext/peers}/torch_recurrence_fp64.py
-NET=()
-if [ ! -e /usr/include/nettle/sha2.h ]; then  # nettle-dev carried from Debian (the checkpoints' SHA-256)
-  N=$PWD/.ext/nettle/usr; export LD_LIBRARY_PATH=$N/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-  NET=(-DNETTLE_INCLUDE_DIR=$N/include -DNETTLE_LIBRARY=$N/lib/x86_64-linux-gnu/libnettle.so "-DCMAKE_CXX_FLAGS=-isystem $N/include")
-fi
+source "$(dirname "$0")/carried-nettle.sh"  # NET: nettle-dev from .ext/nettle where missing
 { git log --oneline -1; nvidia-smi -L; } >> $L 2>&1
 cmake -S . -B /tmp/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCHUNKINV_CUDA=ON -DCHUNKINV_PYTHON=OFF "${NET[@]}" > $OUT/cfg.log 2>&1 || { tail -30 $OUT/cfg.log | tee -a $L; exit 1; }
 cmake --build /tmp/b -j 16 --target chunkinv chunkinv_tests > $OUT/build.log 2>&1 || { grep -A5 -E "error|FAILED" $OUT/build.log | head -40 | tee -a $L; exit 1; }
