@@ -84,10 +84,24 @@ CHUNKINV_HD inline int reference_slab_size(int C) {
 }
 CHUNKINV_HD inline int reference_slab_stride(int C) { return reference_slab_size(C) | 1; }
 
-// a + q[0] + q[1] + ... + q[len - 1], added in that order: one sum's slab.
-CHUNKINV_HD inline double add_terms(double a, const double* q, int len) {
-  for (int k = 0; k < len; ++k) a += q[k];
-  return a;
+// Thread t's share (of T) of adding a slab's terms to n sums in their
+// classes (fp64::ChunkSums): the slab holds the terms of the packed entries
+// k0 .. k0 + len - 1, sum q's at terms + q * stride, and acc + q * 8 holds
+// sum q's eight lower-class sums. Item q * 8 + c, dealt to threads t, t + T,
+// ..., adds the slab's terms of class c (k = c mod 8) in ascending k: eight
+// threads a sum side by side, each a chain of len / 8 adds, where one
+// thread added all len (docs/notes/gpu-notes.md, "Ninth lease").
+CHUNKINV_HD inline void add_classes(int t, int T, int n, const double* terms, int stride, int k0, int len,
+                                    double* acc) {
+  constexpr int K = fp64::kSumClasses;
+  for (int item = t; item < n * K; item += T) {
+    const int q = item / K, c = item % K;
+    const double* s = terms + size_t(q) * stride;
+    double a = acc[item];
+    CHUNKINV_UNROLL_4
+    for (int o = (c - k0) & (K - 1); o < len; o += K) a += s[o];
+    acc[item] = a;
+  }
 }
 
 // Calls f(k, i, j) for thread t's entries k of the slab [k0, k0 + len) of
@@ -158,7 +172,9 @@ CHUNKINV_HD inline size_t x_doubles(int C) { return size_t(x_group(C, (C + 3) / 
 struct GoldSmem {
   double *L, *X, *keyt, *cumt, *cum, *beta, *terms, *acc;
 };
-CHUNKINV_HD inline size_t reference_slab_doubles(int C) { return 2 * size_t(reference_slab_stride(C)) + 2; }
+CHUNKINV_HD inline size_t reference_slab_doubles(int C) {
+  return 2 * size_t(reference_slab_stride(C)) + 2 * fp64::kSumClasses;  // the slab, then two sums' classes
+}
 CHUNKINV_HD inline int dmma_stride(int C);
 CHUNKINV_HD inline bool gold_tensor_cores(int C);
 CHUNKINV_HD inline size_t gold_staging(int C, bool channel) {
@@ -260,19 +276,22 @@ CHUNKINV_HD void residual_tile(int C, int I, int J, int lane, const Lf& l, const
 #endif
 }
 
-// The inverse residual's two sums by the fast rules: the squared errors
-// into *err (set to +0 first) over the packed lower triangle in order, and
-// the reference sum *ref = C, exactly (ones on the diagonal, +0 elsewhere,
-// added in any order). Row block I's tiles (I, J), J <= I, on warp J % W
-// (residual_tile), their entries held in registers; then eight, four or
-// two rows at a time, the most whose entries fit `cap` doubles of terms
-// (two rows, at most 2C - 1 entries, fit every program's slab), the lanes
-// holding them write their squared errors to terms, in packed order, and
-// thread 0 adds them: the same adds in the same order whatever the step,
-// and two barriers a step (two rows a step at C = 64 had held the gold
-// entry's metrics at a barrier a third of their time, docs/notes/
-// gpu-notes.md, "Seventh lease"). Sets `s2_bit` in fl->s2_bad when an
-// entry of the product is not finite.
+// The inverse residual's two sums by the fast rules, each as eight class
+// sums (fp64::ChunkSums' lower classes): the squared errors into err[0..7]
+// (set to +0 first) over the packed lower triangle, and the reference
+// sum's classes ref[0..7] set to C, +0, ..., +0: its terms are ones on the
+// diagonal and +0 elsewhere, whose class sums are small integers, and
+// class_total adds them to C exactly whatever the split. Row block I's
+// tiles (I, J), J <= I, on warp J % W (residual_tile), their entries held
+// in registers; then eight, four or two rows at a time, the most whose
+// entries fit `cap` doubles of terms (two rows, at most 2C - 1 entries, fit
+// every program's slab), the lanes holding them write their squared errors
+// to terms, in packed order, and eight threads add them, a class each
+// (add_classes): the same adds in the same order whatever the step, and two
+// barriers a step (two rows a step at C = 64 had held the gold entry's
+// metrics at a barrier a third of their time, docs/notes/gpu-notes.md,
+// "Seventh lease"). Sets `s2_bit` in fl->s2_bad when an entry of the
+// product is not finite.
 struct ResidualTiles {
   double v[2][2];  // the lane's two entries of each of its tiles of a row block
 };
@@ -298,9 +317,9 @@ CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x
   for (int I = 0; I < B; ++I) {
     const int end = 8 * I + 8 < C ? 8 * I + 8 : C;
     blk.each([&](int t) {
-      if (t == 0 && I == 0) {
-        *err = 0.0;
-        *ref = double(C);
+      if (t < fp64::kSumClasses && I == 0) {
+        err[t] = 0.0;
+        ref[t] = t == 0 ? double(C) : 0.0;
       }
       const int w = t / 32;
       CHUNKINV_UNROLL
@@ -330,9 +349,7 @@ CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x
         }
         if (bad) blk.set_bits(&fl->s2_bad, s2_bit);
       });
-      blk.each([&](int t) {
-        if (t == 0) *err = add_terms(*err, terms, len);
-      });
+      blk.each([&](int t) { add_classes(t, blk.threads, 1, terms, 0, k0, len, err); });
     }
   }
 }
@@ -367,9 +384,9 @@ CHUNKINV_HD void residual_tiles(const Block& blk, int C, const Lf& l, const Xf& 
 // evaluate_reference's values from the fast rules' sums (the gold L finite).
 CHUNKINV_HD inline void write_reference_fast(double* o, int C, const BlockFlags* fl, const double* acc) {
   const bool inv_ok = fl->inv_bad == 0;
-  fp64::RelRmse r;
-  r.err = acc[0];
-  r.ref = acc[1];
+  fp64::RelRmse r;  // acc: the residual's two sums' classes (residual_pass)
+  r.err = fp64::class_total(acc);
+  r.ref = fp64::class_total(acc + fp64::kSumClasses);
   r.finite = fl->s2_bad == 0;
   o[id::kRefLFinite] = 1.0;
   o[id::kRefInvFinite] = inv_ok ? 1.0 : 0.0;

@@ -17,8 +17,9 @@ namespace chunkinv::gpu::blocks {
 // those the same bits come from less work, each step exact:
 //  - a rel_rmse's sums skip the entries above the diagonal: their terms are
 //    (+-0 - +-0)^2 = +0 and the sums, which start at +0 and add squares, are
-//    never -0, so adding +0 changes no bit. The lower triangle is walked in
-//    data order, so every other term is added in the host's order;
+//    never -0, so adding +0 changes no bit (fp64::ChunkSums: the upper
+//    classes' total is +0, and lower + +0 the lower's bits). Each lower
+//    class takes its terms in ascending packed index, as on the host;
 //  - the residual's product takes the terms k of the tiles holding j .. i
 //    only: INV(k, j) is +-0 for k < j and L(i, k) +0 for k > i, the gold L
 //    finite, so the others are fused multiply-adds of zeros to
@@ -27,8 +28,9 @@ namespace chunkinv::gpu::blocks {
 //    there and (I + gold L) * INV's term (0 - 0)^2.
 // What runs in parallel changes too: a phase computes every term of a slab
 // of the lower triangle at once (all threads, the operands read once,
-// coalesced), then one thread per sum adds the slab's terms in order. The
-// sums' order, the one thing the bits depend on, is the host's.
+// coalesced), then eight threads a sum add the slab's terms of their
+// classes in order (add_classes). The sums' order, the one thing the bits
+// depend on, is the host's.
 //
 // A sample that fails the test is flagged in `slow[s]` and left to
 // metrics_program (the caller runs it on the flagged samples). A matrix
@@ -179,7 +181,8 @@ CHUNKINV_HD inline size_t fast_scratch(int C, bool with_s1) {
 // (solve_column_packed); false where the path's L is the gold L (its exact
 // inverse is the gold inverse, read from there).
 CHUNKINV_HD inline size_t fast_metrics_smem_doubles(int C, bool with_s1 = true) {
-  return size_t(packed_size(C)) + (with_s1 ? size_t(packed_size(C)) : 0) + fast_scratch(C, with_s1) + kChains +
+  return size_t(packed_size(C)) + (with_s1 ? size_t(packed_size(C)) : 0) + fast_scratch(C, with_s1) +
+         kChains * fp64::kSumClasses +
          (fast_residual_tiles(C) ? size_t(packed_size(C)) : 0) + (fast_stages_gold(C) ? 2 * size_t(packed_size(C)) : 0);
 }
 CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C, bool with_s1 = true) {
@@ -187,8 +190,8 @@ CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C, bool with_s1 = true) {
   m.inv = sm;                             // the path's INV as doubles, lower triangle packed by rows
   m.s1 = m.inv + packed_size(C);          // the exact inverse of I + path L, packed (with_s1)
   m.lp = m.terms = m.s1 + (with_s1 ? packed_size(C) : 0);  // the path's L packed (for the solve, with_s1), then the slabs' terms
-  m.acc = m.lp + fast_scratch(C, with_s1);  // the sums, kChains
-  m.r = m.acc + kChains;                  // (I + gold L) * INV, packed (residual_tiles)
+  m.acc = m.lp + fast_scratch(C, with_s1);  // the sums' classes, kChains x 8 (add_classes)
+  m.r = m.acc + kChains * fp64::kSumClasses;  // (I + gold L) * INV, packed (residual_tiles)
   m.gl = m.r + (fast_residual_tiles(C) ? packed_size(C) : 0);  // the gold L, packed (fast_stages_gold)
   m.gi = m.gl + packed_size(C);           // the gold inverse, packed (fast_stages_gold)
   return m;
@@ -240,7 +243,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
 
   blk.each([&](int t) {
     if (t == 0) fl->l_bad = fl->inv_bad = fl->zeros = fl->nonfinite = fl->upper = fl->sinv_bad = fl->s2_bad = 0;
-    if (t < kChains) m.acc[t] = 0.0;
+    for (int q = t; q < kChains * fp64::kSumClasses; q += T) m.acc[q] = 0.0;
   });
   blk.each([&](int t) {
     count_decays(blk, p, s, t, fl);
@@ -320,22 +323,21 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
       });
       if (s2_bad) blk.set(&fl->s2_bad);
     });
-    blk.each([&](int t) {  // the sums, each in the host's order; the unused ones add what nobody reads
-      if (t >= kChains) return;
-      m.acc[t] = add_terms(m.acc[t], m.terms + size_t(t) * SS, len);
-    });
+    // The sums, each in its classes' order; the unused ones add what nobody reads.
+    blk.each([&](int t) { add_classes(t, T, kChains, m.terms, SS, k0, len, m.acc); });
   }
   // Without the space for R: the residual's pass over the (now free) slab
   // terms, its errors into sum 4 and its reference into sum 9.
-  if (!kTiles && residual) residual_pass(blk, C, gold_l, inv_kj, m.terms, kChains * SS, &m.acc[4], &m.acc[9], fl, 1);
+  constexpr int K = fp64::kSumClasses;
+  if (!kTiles && residual) residual_pass(blk, C, gold_l, inv_kj, m.terms, kChains * SS, m.acc + 4 * K, m.acc + 9 * K, fl, 1);
 
   blk.each([&](int t) {
     if (t != 0) return;
     double* o = out + size_t(s) * kNeumannMetricCount;
     auto value = [&](int q, bool finite) {
       fp64::RelRmse r;
-      r.err = m.acc[q];
-      r.ref = m.acc[5 + q];
+      r.err = fp64::class_total(m.acc + q * K);
+      r.ref = fp64::class_total(m.acc + (5 + q) * K);
       r.finite = finite;
       return r.value(C * C);
     };
@@ -355,7 +357,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
 // rules, in one block: the kernel path's (pk: its L and INV, and the run on
 // the gold L) and the gold path's (pg: the gold L, and as INV that same run
 // on the gold L, pg.inv == pg.gold_l_inv == pk.gold_l_inv). Their sums share
-// terms, so the block forms 9 sums instead of 20, each in the host's order:
+// terms, so the block forms 9 sums instead of 20, each in its classes' order:
 //  - the gold path's inv_total, inv_method_only (its L is the gold L, so its
 //    exact inverse is the gold inverse) and inv_gold_l sums are all the
 //    kernel entry's inv_gold_l sums, term for term;
@@ -377,7 +379,7 @@ CHUNKINV_HD inline size_t pair_scratch(int C) {
   return a > b ? a : b;
 }
 CHUNKINV_HD inline size_t pair_metrics_smem_doubles(int C) {
-  return 3 * size_t(packed_size(C)) + pair_scratch(C) + kPairSums + 2 * size_t(packed_size(C)) +
+  return 3 * size_t(packed_size(C)) + pair_scratch(C) + kPairSums * fp64::kSumClasses + 2 * size_t(packed_size(C)) +
          (fast_stages_gold(C) ? 2 * size_t(packed_size(C)) : 0);
 }
 CHUNKINV_HD inline PairSmem pair_smem(double* sm, int C) {
@@ -386,8 +388,8 @@ CHUNKINV_HD inline PairSmem pair_smem(double* sm, int C) {
   m.run = m.inv + packed_size(C);         // the run on the gold L as doubles, packed
   m.s1 = m.run + packed_size(C);          // the exact inverse of I + kernel L, packed
   m.lp = m.terms = m.s1 + packed_size(C);  // the kernel's L packed (for the solve), then the slabs' terms
-  m.acc = m.lp + pair_scratch(C);         // the sums, kPairSums
-  m.rk = m.acc + kPairSums;               // (I + gold L) * INV, packed (residual_tiles)
+  m.acc = m.lp + pair_scratch(C);         // the sums' classes, kPairSums x 8 (add_classes)
+  m.rk = m.acc + kPairSums * fp64::kSumClasses;  // (I + gold L) * INV, packed (residual_tiles)
   m.rg = m.rk + packed_size(C);           // (I + gold L) * run, packed
   m.gl = m.rg + packed_size(C);           // the gold L, packed (fast_stages_gold)
   m.gi = m.gl + packed_size(C);           // the gold inverse, packed (fast_stages_gold)
@@ -418,7 +420,7 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
 
   blk.each([&](int t) {
     if (t == 0) fl->l_bad = fl->inv_bad = fl->zeros = fl->nonfinite = fl->upper = fl->sinv_bad = fl->s2_bad = 0;
-    if (t < kPairSums) m.acc[t] = 0.0;
+    for (int q = t; q < kPairSums * fp64::kSumClasses; q += T) m.acc[q] = 0.0;
   });
   blk.each([&](int t) {  // as metrics_fast_program's, for the kernel's entry; the run on the gold L read once
     count_decays(blk, pk, s, t, fl);
@@ -504,10 +506,8 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
       });
       if (s2_bad) blk.set_bits(&fl->s2_bad, s2_bad);
     });
-    blk.each([&](int t) {  // the sums, each in the host's order; the unused ones add what nobody reads
-      if (t >= kPairSums) return;
-      m.acc[t] = add_terms(m.acc[t], m.terms + size_t(t) * SS, len);
-    });
+    // The sums, each in its classes' order; the unused ones add what nobody reads.
+    blk.each([&](int t) { add_classes(t, T, kPairSums, m.terms, SS, k0, len, m.acc); });
   }
 
   blk.each([&](int t) {
@@ -518,25 +518,26 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
       r.finite = finite;
       return r.value(C * C);
     };
-    const double ones = double(C);  // the residuals' reference sums
+    const double ones = double(C);  // the residuals' reference sums (residual_pass)
+    auto sum = [&](int q) { return fp64::class_total(m.acc + q * fp64::kSumClasses); };
     if (t == 0 && k_fast) {
       double* o = out_k + size_t(s) * kNeumannMetricCount;
       write_counts_and_diagnostics(o, pk, s, fl, l_ok, inv_ok);
-      o[id::kLRelRmse] = l_ok ? value(m.acc[kKlErr], m.acc[kGlRef], true) : INFINITY;
-      o[id::kInvTotalRelRmse] = inv_ok ? value(m.acc[kKinvErr], m.acc[kGiRef], true) : INFINITY;
-      o[id::kInvMethodOnlyRelRmse] = method ? value(m.acc[kMethodErr], m.acc[kS1Ref], true) : INFINITY;
-      o[id::kInvGoldLRelRmse] = value(m.acc[kRunErr], m.acc[kGiRef], run_ok);
-      o[id::kInverseResidual] = inv_ok ? value(m.acc[kKResErr], ones, (fl->s2_bad & kS2Kernel) == 0) : INFINITY;
+      o[id::kLRelRmse] = l_ok ? value(sum(kKlErr), sum(kGlRef), true) : INFINITY;
+      o[id::kInvTotalRelRmse] = inv_ok ? value(sum(kKinvErr), sum(kGiRef), true) : INFINITY;
+      o[id::kInvMethodOnlyRelRmse] = method ? value(sum(kMethodErr), sum(kS1Ref), true) : INFINITY;
+      o[id::kInvGoldLRelRmse] = value(sum(kRunErr), sum(kGiRef), run_ok);
+      o[id::kInverseResidual] = inv_ok ? value(sum(kKResErr), ones, (fl->s2_bad & kS2Kernel) == 0) : INFINITY;
     }
     if (t == (T > 32 ? 32 : 1) && g_fast) {  // on another warp where there is one
       double* o = out_g + size_t(s) * kNeumannMetricCount;
       BlockFlags none{};  // the gold path forms no decays
       write_counts_and_diagnostics(o, pg, s, &none, gl_ok, run_ok);
-      o[id::kLRelRmse] = gl_ok ? value(0.0, m.acc[kGlRef], true) : INFINITY;
-      o[id::kInvTotalRelRmse] = run_ok ? value(m.acc[kRunErr], m.acc[kGiRef], true) : INFINITY;
-      o[id::kInvMethodOnlyRelRmse] = gl_ok && run_ok ? value(m.acc[kRunErr], m.acc[kGiRef], true) : INFINITY;
-      o[id::kInvGoldLRelRmse] = value(m.acc[kRunErr], m.acc[kGiRef], run_ok);
-      o[id::kInverseResidual] = run_ok ? value(m.acc[kGResErr], ones, (fl->s2_bad & kS2Gold) == 0) : INFINITY;
+      o[id::kLRelRmse] = gl_ok ? value(0.0, sum(kGlRef), true) : INFINITY;
+      o[id::kInvTotalRelRmse] = run_ok ? value(sum(kRunErr), sum(kGiRef), true) : INFINITY;
+      o[id::kInvMethodOnlyRelRmse] = gl_ok && run_ok ? value(sum(kRunErr), sum(kGiRef), true) : INFINITY;
+      o[id::kInvGoldLRelRmse] = value(sum(kRunErr), sum(kGiRef), run_ok);
+      o[id::kInverseResidual] = run_ok ? value(sum(kGResErr), ones, (fl->s2_bad & kS2Gold) == 0) : INFINITY;
     }
   });
 }
@@ -556,7 +557,7 @@ CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, dou
   const size_t csq = size_t(C) * C, at = size_t(s) * csq;
   double* const X = sm;                  // the gold inverse, packed
   double* const terms = X + P;           // 2 x SS
-  double* const acc = terms + 2 * SS;    // 2
+  double* const acc = terms + 2 * SS;    // the residual's two sums' classes, 2 x 8
   const double* gl = g.gold_l + at;
 
   blk.each([&](int t) {
@@ -564,7 +565,7 @@ CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, dou
       fl->inv_bad = fl->upper = fl->s2_bad = 0;
       fl->max_bits = 0;
     }
-    if (t < 2) acc[t] = 0.0;
+    if (t < 2 * fp64::kSumClasses) acc[t] = 0.0;
   });
   blk.each([&](int t) {
     bool inv_bad = false, upper = false;
@@ -590,7 +591,7 @@ CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, dou
   }
   if (fl->inv_bad == 0)
     residual_pass(blk, C, [&](int r, int c) { return gl[size_t(r) * C + c]; }, [&](int k, int j) { return X[packed_at(k, j)]; },
-                  terms, 2 * SS, &acc[0], &acc[1], fl, 1);
+                  terms, 2 * SS, acc, acc + fp64::kSumClasses, fl, 1);
   blk.each([&](int t) {
     if (t != 0) return;
     slow[s] = 0;

@@ -27,14 +27,14 @@
 //  - residual product: in the full programs one thread per entry
 //    (fp64::residual_entry over every k); in the fast ones 8 x 8 tiles on
 //    the FP64 tensor cores, a warp a tile (residual_pass);
-//  - each rel_rmse is a serial sum: in the full programs (metrics_program,
-//    reference_program) over C^2 entries, the metrics of a sample at once,
-//    one thread each, on different warps where there are; in the fast
-//    programs (metrics_fast_program, pair_fast_program,
-//    reference_fast_program and the gold's tail: the samples whose
-//    matrices are zero above the diagonal) over the lower triangle, a slab
-//    of terms formed by every thread, then each sum's terms added in order
-//    by one thread.
+//  - each rel_rmse's sums are in classes (fp64::ChunkSums): in the full
+//    programs (metrics_program, reference_program) over C^2 entries, the
+//    metrics of a sample at once, one thread each, on different warps
+//    where there are; in the fast programs (metrics_fast_program,
+//    pair_fast_program, reference_fast_program and the gold's tail: the
+//    samples whose matrices are zero above the diagonal) over the lower
+//    triangle, a slab of terms formed by every thread, then each sum's
+//    eight classes added side by side, a thread a class (add_classes).
 //
 // The programs by file: device_blocks_common.hpp (flags, tiles, slabs,
 // shared-memory layouts), device_gold_program.hpp (the gold),

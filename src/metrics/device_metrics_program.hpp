@@ -1,6 +1,6 @@
 // The full metrics programs: evaluate(neumann, gold, path) for one entry
 // (metrics_program) and evaluate_reference(gold) (reference_program), each
-// rel_rmse a serial sum over C^2 entries; and the pieces the fast programs
+// rel_rmse one thread's sum over C^2 entries; and the pieces the fast programs
 // share with them (the counts, the diagnostics, the residual's product).
 #pragma once
 
@@ -8,24 +8,18 @@
 
 namespace chunkinv::gpu::blocks {
 
-// One rel_rmse(a, e) over C^2 entries in data order; a is FP64 (a64) or
-// FP16 bits (a16); e is FP64 (e64) or the identity (e64 null).
+// One rel_rmse(a, e) over C^2 entries, its sums in classes
+// (fp64::ChunkSums); a is FP64 (a64) or FP16 bits (a16); e is FP64 (e64)
+// or the identity (e64 null).
 CHUNKINV_HD inline double rel_rmse_serial(int C, const double* a64, const uint16_t* a16, const double* e64) {
-  const int n = C * C;
-  fp64::RelRmse r;
-  int diagonal = 0;
-  for (int e = 0; e < n; ++e) {
-    const double x = a64 ? a64[e] : fp64::fp16_value(a16[e]);
-    double y;
-    if (e64) {
-      y = e64[e];
-    } else {
-      y = e == diagonal ? 1.0 : 0.0;
-      if (e == diagonal) diagonal += C + 1;
+  fp64::ChunkSums r;
+  for (int i = 0, e = 0; i < C; ++i)
+    for (int j = 0; j < C; ++j, ++e) {
+      const double x = a64 ? a64[e] : fp64::fp16_value(a16[e]);
+      const double y = e64 ? e64[e] : i == j ? 1.0 : 0.0;
+      r.add(C, i, j, x, y);
     }
-    r.add(x, y);
-  }
-  return r.value(n);
+  return r.value(C);
 }
 
 // Thread t's share of a path's decay counts (decays == 0, non-finite

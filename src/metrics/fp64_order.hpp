@@ -166,9 +166,10 @@ CHUNKINV_HD inline double residual_entry(int i, int j, int k_begin, int k_end, c
   return r;
 }
 
-// rel_rmse(a, e) of metrics.cpp, one entry at a time in the matrices' data
-// order: sqrt(mean((a-e)^2)) / (sqrt(mean(e^2)) + 1e-30), +inf once an
-// entry of a is not finite.
+// rel_rmse(a, e) = sqrt(mean((a-e)^2)) / (sqrt(mean(e^2)) + 1e-30), +inf
+// once an entry of a is not finite, from its two sums (err, ref). add()
+// takes the entries one at a time in data order: the downstream metrics'
+// order (scores.cpp). A chunk's C x C matrices sum in classes (ChunkSums).
 struct RelRmse {
   double err = 0.0, ref = 0.0;
   bool finite = true;
@@ -184,6 +185,48 @@ struct RelRmse {
     const double n = static_cast<double>(count);
     return std::sqrt(err / n) / (std::sqrt(ref / n) + 1e-30);
   }
+};
+
+// The order of a chunk metric's rel_rmse sums over a C x C matrix
+// (docs/design.md, "Precision choices"). The entries on and below the
+// diagonal fall in kSumClasses classes by their index k = i (i + 1) / 2 + j
+// in the lower triangle packed by rows, k mod kSumClasses; those above it in
+// kSumClasses more by their index i C + j in the matrix. Each class adds its
+// terms in ascending index from +0; the lower classes' sums p[0..7] are then
+// added as ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)) (halves of 4,
+// 2, 1: class_total), the upper classes' likewise, and the sum is lower +
+// upper. On a matrix pair zero above the diagonal the upper sum is +0 and
+// the sum is the lower one's bits (every sum here is >= +0, never -0), so
+// the GPU's fast programs, which walk the lower triangle only, add no
+// upper classes. The classes let eight threads add a sum side by side where
+// one added all its C (C + 1) / 2 terms (the data order, until 2026-12-07).
+inline constexpr int kSumClasses = 8;
+CHUNKINV_HD inline int lower_class(int i, int j) { return (i * (i + 1) / 2 + j) & (kSumClasses - 1); }
+CHUNKINV_HD inline int upper_class(int C, int i, int j) { return (i * C + j) & (kSumClasses - 1); }
+CHUNKINV_HD inline double class_total(const double* p) {
+  return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+}
+// rel_rmse(a, e) over a chunk's matrices, the entries (i, j) given in any
+// order that is ascending within each class (data order is).
+struct ChunkSums {
+  double err[2][kSumClasses] = {}, ref[2][kSumClasses] = {};  // [lower, upper][class]
+  bool finite = true;
+
+  CHUNKINV_HD void add(int C, int i, int j, double a, double e) {
+    if (!std::isfinite(a)) finite = false;
+    const int u = j > i, c = u ? upper_class(C, i, j) : lower_class(i, j);
+    const double d = a - e;
+    err[u][c] += d * d;
+    ref[u][c] += e * e;
+  }
+  CHUNKINV_HD RelRmse sums() const {
+    RelRmse r;
+    r.err = class_total(err[0]) + class_total(err[1]);
+    r.ref = class_total(ref[0]) + class_total(ref[1]);
+    r.finite = finite;
+    return r;
+  }
+  CHUNKINV_HD double value(int C) const { return sums().value(C * C); }
 };
 
 // The exact double of a BF16 or FP16 bit pattern (NaN patterns give NaN).

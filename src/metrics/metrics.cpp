@@ -39,7 +39,7 @@ double residual(const Mat& gold_l, const Mat& inv) {
   for (int i = 0; i < c; ++i)
     for (int j = 0; j < c; ++j)
       r(i, j) = !lower ? fp64::residual_entry(i, j, 0, c, l, b) : j <= i ? fp64::residual_entry(i, j, j, i + 1, l, b) : 0.0;
-  return rel_rmse(r, Mat::Identity(c, c));
+  return chunk_rel_rmse(r, Mat::Identity(c, c));
 }
 
 using prec::max_abs;  // +inf once an entry is not finite
@@ -62,15 +62,15 @@ constexpr Generic kGeneric[] = {
     {metric_id::kInvFinite, {"inv_finite", MetricKind::kFlag, "1 if every entry of the path's INV is finite"},
      [](const GoldOutput&, const PathOutput& p) { return all_finite(p.on_path_l.inv) ? 1.0 : 0.0; }},
     {metric_id::kLRelRmse, {"l_rel_rmse", MetricKind::kError, "path L vs gold L"},
-     [](const GoldOutput& g, const PathOutput& p) { return rel_rmse(p.l.L, g.L); }},
+     [](const GoldOutput& g, const PathOutput& p) { return chunk_rel_rmse(p.l.L, g.L); }},
     {metric_id::kInvTotalRelRmse, {"inv_total_rel_rmse", MetricKind::kError, "path INV vs gold inverse"},
-     [](const GoldOutput& g, const PathOutput& p) { return rel_rmse(p.on_path_l.inv, g.inv); }},
+     [](const GoldOutput& g, const PathOutput& p) { return chunk_rel_rmse(p.on_path_l.inv, g.inv); }},
     {metric_id::kInvMethodOnlyRelRmse, {"inv_method_only_rel_rmse", MetricKind::kError, "path INV vs the exact FP64 inverse of I + path L"},
      [](const GoldOutput&, const PathOutput& p) {
-       return all_finite(p.l.L) ? rel_rmse(p.on_path_l.inv, unit_lower_inverse(p.l.L)) : INFINITY;
+       return all_finite(p.l.L) ? chunk_rel_rmse(p.on_path_l.inv, unit_lower_inverse(p.l.L)) : INFINITY;
      }},
     {metric_id::kInvGoldLRelRmse, {"inv_gold_l_rel_rmse", MetricKind::kError, "the method on the gold L vs gold inverse"},
-     [](const GoldOutput& g, const PathOutput& p) { return rel_rmse(p.on_gold_l.inv, g.inv); }},
+     [](const GoldOutput& g, const PathOutput& p) { return chunk_rel_rmse(p.on_gold_l.inv, g.inv); }},
     {metric_id::kInverseResidual, {"inverse_residual", MetricKind::kError, "rel_rmse((I + gold L) * path INV, I) in FP64"},
      [](const GoldOutput& g, const PathOutput& p) { return residual(g.L, p.on_path_l.inv); }},
 };
@@ -358,6 +358,15 @@ double rel_rmse(const Mat& a, const Mat& e) {
   }
   const double n = static_cast<double>(a.size());
   return std::sqrt(err / n) / (std::sqrt(ref / n) + 1e-30);
+}
+
+double chunk_rel_rmse(const Mat& a, const Mat& e) {
+  if (!all_finite(a)) return INFINITY;
+  const int c = int(a.rows());
+  fp64::ChunkSums r;  // in classes (fp64_order.hpp), the entries in data order
+  for (int i = 0; i < c; ++i)
+    for (int j = 0; j < c; ++j) r.add(c, i, j, a(i, j), e(i, j));
+  return r.value(c);
 }
 
 void evaluate(const MethodSpec& method, const GoldOutput& gold, const PathOutput& p, double* out) {

@@ -69,6 +69,10 @@ const MetricSet& select_metrics(const MetricSet& base, const std::vector<std::st
 
 // rel_rmse(a, e) = sqrt(mean((a-e)^2)) / (sqrt(mean(e^2)) + 1e-30); +inf if a has a non-finite entry.
 double rel_rmse(const Mat& a, const Mat& e);
+// rel_rmse of a chunk's C x C matrices (the metrics of evaluate and
+// evaluate_reference): the same value, its sums in classes
+// (fp64::ChunkSums; docs/design.md, "Precision choices").
+double chunk_rel_rmse(const Mat& a, const Mat& e);
 bool all_finite(const Mat& m);
 
 // One value per method_metrics(method) entry, in that order, into out.

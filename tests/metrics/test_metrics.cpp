@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "inputs/family.hpp"
+#include "metrics/fp64_order.hpp"
 #include "metrics/metrics.hpp"
 #include "metrics/stats.hpp"
 
@@ -21,6 +22,44 @@ TEST(Metrics, RelRmseOnHandMadeMatrices) {
   a(0, 1) = -INFINITY;
   EXPECT_TRUE(std::isinf(rel_rmse(a, e)));
   EXPECT_EQ(rel_rmse(Mat::Zero(2, 2), Mat::Zero(2, 2)), 0.0);  // the 1e-30 guard
+}
+
+// A chunk metric's sums in classes (fp64::ChunkSums): the lower triangle's
+// packed index k mod 8, each class in order, then ((p0 + p4) + (p2 + p6)) +
+// ((p1 + p5) + (p3 + p7)); then the upper classes. Here the order shows:
+// the three squared errors of 2^-54 at k = 0, 4 (class 0 and 4) and k = 2
+// (class 2) meet in the first half and make 1.5 * 2^-53, which moves the
+// total off 1 (k = 1 in the second half); in data order each is added to 1
+// on its own and rounds away.
+TEST(Metrics, ChunkRelRmseAddsInClasses) {
+  Mat a = Mat::Zero(3, 3);
+  const Mat e = Mat::Zero(3, 3);
+  a(0, 0) = 0x1p-27;  // k = 0
+  a(1, 0) = 1;        // k = 1
+  a(1, 1) = 0x1p-27;  // k = 2
+  a(2, 1) = 0x1p-27;  // k = 4
+  fp64::ChunkSums classes;
+  fp64::RelRmse data;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      classes.add(3, i, j, a(i, j), e(i, j));
+      data.add(a(i, j), e(i, j));
+    }
+  EXPECT_EQ(classes.sums().err, 1 + 0x1p-52);
+  EXPECT_EQ(data.err, 1.0);
+  EXPECT_EQ(chunk_rel_rmse(a, e), classes.value(3));
+  EXPECT_EQ(rel_rmse(a, e), data.value(9));
+  // The upper classes' total is added after the lower one's: 2^-54 above
+  // the diagonal rounds away against 1 + 2^-52 (a quarter of a unit), where in
+  // the lower classes' first half it would have counted.
+  a(0, 2) = 0x1p-27;
+  fp64::ChunkSums upper;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) upper.add(3, i, j, a(i, j), e(i, j));
+  EXPECT_EQ(upper.sums().err, 1 + 0x1p-52);
+  EXPECT_EQ(chunk_rel_rmse(a, e), upper.value(3));
+  a(0, 2) = NAN;
+  EXPECT_TRUE(std::isinf(chunk_rel_rmse(a, e)));
 }
 
 TEST(Metrics, EveryPathMetricOnAHandMadeOutput) {
