@@ -105,8 +105,8 @@ double solve_column_flops(int C, int first, int from) {
 // entry (i, k) of I + L with an add where k <= i < C (a select elsewhere);
 // then each entry of the lower triangle: r - y, its square, and the add to
 // the sum (its reference sum is C, not formed). The fast programs' form up
-// to C = 32 (residual_tiles) does the same three there: r - y, its square,
-// and y's square, their adds among the kChains sums'.
+// to C = 32 (residual_tiles) does the same three there, its add among the
+// slab's sums'.
 StageWork residual_pass_work(int C) {
   StageWork w;
   const int B = (C + 7) / 8;
@@ -285,13 +285,17 @@ StageWork entry_work(const PipelineWorkShape& s, bool kernel) {
   // each column from row c & ~31, its rows above c solved too.
   if (kernel && e.method_only)
     for (int c = 0; c < C; ++c) w.fp64 += solve_column_flops(C, c & ~31, c & ~31);
-  // A slab's terms, each entry of the lower triangle: a difference squared
-  // and a reference squared (3 FLOPs) for l_rel_rmse, inv_total,
-  // inv_method_only and inv_gold_l where they are computed; then every one
-  // of the kChains sums adds its term, asked for or not. The residual: its
-  // pass over the gold L and INV.
-  const double rel_rmses = (e.l_rel_rmse ? 1 : 0) + 1 + (e.method_only ? 1 : 0) + (run ? 1 : 0);
-  w.fp64 += P * (3 * rel_rmses + gpu::blocks::kChains);
+  // A slab's terms, each entry of the lower triangle, and each sum formed
+  // adding its term (metrics_fast_program: the sums the values read, each
+  // once): the kernel entry's l_rel_rmse, inv_total and inv_method_only a
+  // difference, its square and a reference's square, and two adds (5); its
+  // inv_gold_l a difference, its square and an add (3: its reference sum is
+  // inv_total's). The gold path's entry forms only the gold L's squares for
+  // l_rel_rmse (2: its error sum is +0) and inv_total's sums (5): its
+  // inv_method_only and inv_gold_l sums are those. The residual: its pass
+  // over the gold L and INV, its adds there.
+  if (kernel) w.fp64 += P * ((e.l_rel_rmse ? 5 : 0) + 5 + (e.method_only ? 5 : 0) + (run ? 3 : 0));
+  else w.fp64 += P * ((e.l_rel_rmse ? 2 : 0) + 5);
   if (e.residual) {
     const StageWork r = residual_pass_work(C);
     w.fp64 += r.fp64;
@@ -329,9 +333,10 @@ StageWork pair_work(const PipelineWorkShape& s) {
   // gold inverse's squares (1 each, shared), INV's error (2), INV's error
   // against the exact inverse and that inverse's square (3), the run's
   // error (2, shared by the gold path's three inverse values); then the
-  // kPairSums sums add their terms. Both residuals' passes, over the gold L
-  // with INV and with the run.
-  w.fp64 += P * (2 + 1 + 1 + 2 + 3 + 2 + gpu::blocks::kPairSums);
+  // seven of the kPairSums sums that are not a residual's add their terms.
+  // Both residuals' passes (their adds counted there), over the gold L with
+  // INV and with the run.
+  w.fp64 += P * (2 + 1 + 1 + 2 + 3 + 2 + (gpu::blocks::kPairSums - 2));
   const StageWork r = residual_pass_work(C);
   w.fp64 += 2 * r.fp64;
   w.fp64_mma += 2 * r.fp64_mma;

@@ -86,22 +86,28 @@ CHUNKINV_HD inline int reference_slab_stride(int C) { return reference_slab_size
 
 // Thread t's share (of T) of adding a slab's terms to n sums in their
 // classes (fp64::ChunkSums): the slab holds the terms of the packed entries
-// k0 .. k0 + len - 1, sum q's at terms + q * stride, and acc + q * 8 holds
-// sum q's eight lower-class sums. Item q * 8 + c, dealt to threads t, t + T,
-// ..., adds the slab's terms of class c (k = c mod 8) in ascending k: eight
-// threads a sum side by side, each a chain of len / 8 adds, where one
-// thread added all len (docs/notes/gpu-notes.md, "Ninth lease").
-CHUNKINV_HD inline void add_classes(int t, int T, int n, const double* terms, int stride, int k0, int len,
-                                    double* acc) {
+// k0 .. k0 + len - 1, the i-th sum added is q = sum_of(i), its terms at
+// terms + q * stride and its eight lower-class sums at acc + q * 8. Item
+// i * 8 + c, dealt to threads t, t + T, ..., adds the slab's terms of class
+// c (k = c mod 8) in ascending k: eight threads a sum side by side, each a
+// chain of len / 8 adds, where one thread added all len
+// (docs/notes/gpu-notes.md, "Ninth lease").
+template <class SumOf>
+CHUNKINV_HD inline void add_classes(int t, int T, int n, const SumOf& sum_of, const double* terms, int stride, int k0,
+                                    int len, double* acc) {
   constexpr int K = fp64::kSumClasses;
   for (int item = t; item < n * K; item += T) {
-    const int q = item / K, c = item % K;
+    const int q = sum_of(item / K), c = item % K;
     const double* s = terms + size_t(q) * stride;
-    double a = acc[item];
+    double a = acc[q * K + c];
     CHUNKINV_UNROLL_4
     for (int o = (c - k0) & (K - 1); o < len; o += K) a += s[o];
-    acc[item] = a;
+    acc[q * K + c] = a;
   }
+}
+// The sums 0 .. n - 1, each.
+CHUNKINV_HD inline void add_classes(int t, int T, int n, const double* terms, int stride, int k0, int len, double* acc) {
+  add_classes(t, T, n, [](int i) { return i; }, terms, stride, k0, len, acc);
 }
 
 // Calls f(k, i, j) for thread t's entries k of the slab [k0, k0 + len) of
@@ -173,7 +179,7 @@ struct GoldSmem {
   double *L, *X, *keyt, *cumt, *cum, *beta, *terms, *acc;
 };
 CHUNKINV_HD inline size_t reference_slab_doubles(int C) {
-  return 2 * size_t(reference_slab_stride(C)) + 2 * fp64::kSumClasses;  // the slab, then two sums' classes
+  return 2 * size_t(reference_slab_stride(C)) + fp64::kSumClasses;  // the slab, then the residual's sum's classes
 }
 CHUNKINV_HD inline int dmma_stride(int C);
 CHUNKINV_HD inline bool gold_tensor_cores(int C);
@@ -278,10 +284,10 @@ CHUNKINV_HD void residual_tile(int C, int I, int J, int lane, const Lf& l, const
 
 // The inverse residual's two sums by the fast rules, each as eight class
 // sums (fp64::ChunkSums' lower classes): the squared errors into err[0..7]
-// (set to +0 first) over the packed lower triangle, and the reference
-// sum's classes ref[0..7] set to C, +0, ..., +0: its terms are ones on the
-// diagonal and +0 elsewhere, whose class sums are small integers, and
-// class_total adds them to C exactly whatever the split. Row block I's
+// (set to +0 first) over the packed lower triangle. Its reference sum is
+// not formed: its terms are ones on the diagonal and +0 elsewhere, whose
+// class sums are small integers that class_total adds to C exactly
+// whatever the split, so the callers take C (kResidualRef). Row block I's
 // tiles (I, J), J <= I, on warp J % W (residual_tile), their entries held
 // in registers; then eight, four or two rows at a time, the most whose
 // entries fit `cap` doubles of terms (two rows, at most 2C - 1 entries, fit
@@ -292,6 +298,10 @@ CHUNKINV_HD void residual_tile(int C, int I, int J, int lane, const Lf& l, const
 // metrics at a barrier a third of their time, docs/notes/gpu-notes.md,
 // "Seventh lease"). Sets `s2_bit` in fl->s2_bad when an entry of the
 // product is not finite.
+// The inverse residual's reference sum: its terms are the identity's
+// squares, ones on the diagonal and +0 elsewhere, and their class sums
+// (fp64::ChunkSums) are small integers added exactly, so the sum is C.
+CHUNKINV_HD inline double residual_ref(int C) { return double(C); }
 struct ResidualTiles {
   double v[2][2];  // the lane's two entries of each of its tiles of a row block
 };
@@ -310,17 +320,14 @@ CHUNKINV_HD inline int residual_pass_rows(int C, int cap) {
 }
 template <class Block, class Lf, class Xf>
 CHUNKINV_HD void residual_pass(const Block& blk, int C, const Lf& l, const Xf& x, double* terms, int cap, double* err,
-                               double* ref, BlockFlags* fl, int s2_bit) {
+                               BlockFlags* fl, int s2_bit) {
   const int B = (C + 7) / 8, W = blk.threads / 32, n = residual_pass_rows(C, cap);
   auto acc = blk.template local<ResidualTiles>();
   CHUNKINV_NO_UNROLL
   for (int I = 0; I < B; ++I) {
     const int end = 8 * I + 8 < C ? 8 * I + 8 : C;
     blk.each([&](int t) {
-      if (t < fp64::kSumClasses && I == 0) {
-        err[t] = 0.0;
-        ref[t] = t == 0 ? double(C) : 0.0;
-      }
+      if (t < fp64::kSumClasses && I == 0) err[t] = 0.0;
       const int w = t / 32;
       CHUNKINV_UNROLL
       for (int p = 0; p < 2; ++p) {
@@ -384,9 +391,9 @@ CHUNKINV_HD void residual_tiles(const Block& blk, int C, const Lf& l, const Xf& 
 // evaluate_reference's values from the fast rules' sums (the gold L finite).
 CHUNKINV_HD inline void write_reference_fast(double* o, int C, const BlockFlags* fl, const double* acc) {
   const bool inv_ok = fl->inv_bad == 0;
-  fp64::RelRmse r;  // acc: the residual's two sums' classes (residual_pass)
+  fp64::RelRmse r;  // acc: the residual's error sum's classes (residual_pass)
   r.err = fp64::class_total(acc);
-  r.ref = fp64::class_total(acc + fp64::kSumClasses);
+  r.ref = residual_ref(C);
   r.finite = fl->s2_bad == 0;
   o[id::kRefLFinite] = 1.0;
   o[id::kRefInvFinite] = inv_ok ? 1.0 : 0.0;

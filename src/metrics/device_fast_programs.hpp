@@ -37,7 +37,12 @@ namespace chunkinv::gpu::blocks {
 // that is not finite needs no test: the metrics that read it are +inf
 // whatever their sums (fast_rules_hold).
 
-inline constexpr int kChains = 10;  // err and ref sums of the five rel_rmse metrics
+// The fast program's sums, err and ref of the five rel_rmse metrics, less
+// those equal to another's term for term: inv_gold_l's reference sum is
+// inv_total's (the gold inverse's squares), and the residual's is C
+// (residual_ref). A sum is formed only where a value read needs it and no
+// other sum holds it (metrics_fast_program).
+enum FastSum { kFastLErr, kFastInvErr, kFastMethodErr, kFastRunErr, kFastResErr, kFastLRef, kFastGiRef, kFastMethodRef, kFastSums };
 // What the fast program's test found (BlockFlags::upper): nonzeros above
 // the diagonal of the path's L, the gold L, the path's INV, the gold
 // inverse, the run on the gold L; a non-finite gold L.
@@ -174,7 +179,7 @@ CHUNKINV_HD inline int fast_slab_size(int C, bool with_s1) {
 CHUNKINV_HD inline int fast_slab_stride(int C, bool with_s1) { return fast_slab_size(C, with_s1) | 1; }
 // The path's L packed (for the solve; with_s1 only), then the slabs' terms.
 CHUNKINV_HD inline size_t fast_scratch(int C, bool with_s1) {
-  const size_t a = with_s1 ? size_t(packed_size(C)) : 0, b = size_t(kChains) * fast_slab_stride(C, with_s1);
+  const size_t a = with_s1 ? size_t(packed_size(C)) : 0, b = size_t(kFastSums) * fast_slab_stride(C, with_s1);
   return a > b ? a : b;
 }
 // with_s1: the exact inverse of I + path L has its lower triangle, packed
@@ -182,7 +187,7 @@ CHUNKINV_HD inline size_t fast_scratch(int C, bool with_s1) {
 // inverse is the gold inverse, read from there).
 CHUNKINV_HD inline size_t fast_metrics_smem_doubles(int C, bool with_s1 = true) {
   return size_t(packed_size(C)) + (with_s1 ? size_t(packed_size(C)) : 0) + fast_scratch(C, with_s1) +
-         kChains * fp64::kSumClasses +
+         kFastSums * fp64::kSumClasses +
          (fast_residual_tiles(C) ? size_t(packed_size(C)) : 0) + (fast_stages_gold(C) ? 2 * size_t(packed_size(C)) : 0);
 }
 CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C, bool with_s1 = true) {
@@ -190,8 +195,8 @@ CHUNKINV_HD inline FastSmem fast_smem(double* sm, int C, bool with_s1 = true) {
   m.inv = sm;                             // the path's INV as doubles, lower triangle packed by rows
   m.s1 = m.inv + packed_size(C);          // the exact inverse of I + path L, packed (with_s1)
   m.lp = m.terms = m.s1 + (with_s1 ? packed_size(C) : 0);  // the path's L packed (for the solve, with_s1), then the slabs' terms
-  m.acc = m.lp + fast_scratch(C, with_s1);  // the sums' classes, kChains x 8 (add_classes)
-  m.r = m.acc + kChains * fp64::kSumClasses;  // (I + gold L) * INV, packed (residual_tiles)
+  m.acc = m.lp + fast_scratch(C, with_s1);  // the sums' classes, kFastSums x 8 (add_classes)
+  m.r = m.acc + kFastSums * fp64::kSumClasses;  // (I + gold L) * INV, packed (residual_tiles)
   m.gl = m.r + (fast_residual_tiles(C) ? packed_size(C) : 0);  // the gold L, packed (fast_stages_gold)
   m.gi = m.gl + packed_size(C);           // the gold inverse, packed (fast_stages_gold)
   return m;
@@ -243,7 +248,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
 
   blk.each([&](int t) {
     if (t == 0) fl->l_bad = fl->inv_bad = fl->zeros = fl->nonfinite = fl->upper = fl->sinv_bad = fl->s2_bad = 0;
-    for (int q = t; q < kChains * fp64::kSumClasses; q += T) m.acc[q] = 0.0;
+    for (int q = t; q < kFastSums * fp64::kSumClasses; q += T) m.acc[q] = 0.0;
   });
   blk.each([&](int t) {
     count_decays(blk, p, s, t, fl);
@@ -272,82 +277,111 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
     for (int c = t; c < C; c += T) solve_column_packed(C, c, m.lp, m.s1);
   });
 
-  // No sum is read (the INV and the run on the gold L not finite, and no
-  // l_rel_rmse asked for, as with --metrics inv_total_rel_rmse,inv_finite
-  // at C = 64): no slab is formed.
-  const bool sums = (l_ok && p.l_rel_rmse) || inv_ok || gold_run_ok;
-  // The residual's product on the tensor cores, into R before the slabs.
+  // The sums formed: those the values read, each once. The gold path's
+  // entry (its L the gold L) needs no l_rel_rmse error sum (every term is
+  // (x - x)^2 = +0 on a finite gold L) and no inv_method_only sums (its L's
+  // exact inverse is the gold inverse: inv_total's sums); where its INV is
+  // the run on the gold L (the pipeline's gold path), inv_gold_l's error
+  // sum is inv_total's too. No sum at all where none is read (the INV and
+  // the run on the gold L not finite, and no l_rel_rmse asked for, as with
+  // --metrics inv_total_rel_rmse,inv_finite at C = 64): no slab is formed.
+  const bool run_is_inv = p.gold_l_inv == p.inv;
   const bool residual = inv_ok && p.residual, tiles = kTiles && residual;
+  const bool f_l = l_ok && p.l_rel_rmse, f_lerr = f_l && !own_gold_l, f_gi = inv_ok || gold_run_ok,
+             f_method = method && !own_gold_l, f_run = gold_run_ok && !run_is_inv;
+  uint32_t sel = 0;  // the sums formed, 4 bits each (add_classes' sum_of)
+  int nsums = 0;
+  auto form = [&](bool on, FastSum q) {
+    if (on) sel |= uint32_t(q) << (4 * nsums++);
+  };
+  form(f_lerr, kFastLErr);
+  form(f_l, kFastLRef);
+  form(inv_ok, kFastInvErr);
+  form(f_gi, kFastGiRef);
+  form(f_method, kFastMethodErr);
+  form(f_method, kFastMethodRef);
+  form(f_run, kFastRunErr);
+  form(tiles, kFastResErr);
+  auto sum_of = [sel](int i) { return int(sel >> (4 * i)) & 15; };
+  // The residual's product on the tensor cores, into R before the slabs.
   auto gold_l = [&](int r, int c) { return gold.l(r, c); };
   auto inv_kj = [&](int k, int j) { return m.inv[packed_at(k, j)]; };
   if (tiles) residual_tiles(blk, C, gold_l, inv_kj, m.r);
-  for (int k0 = 0; sums && k0 < P; k0 += S) {
+  for (int k0 = 0; nsums > 0 && k0 < P; k0 += S) {
     const int len = P - k0 < S ? P - k0 : S;
     blk.each([&](int t) {
       bool s2_bad = false;
       slab_entries(k0, len, T, t, [&](int k, int i, int j) {
         const size_t e = size_t(i) * C + j;
-        const double gie = gold.inv(e, k), inv = m.inv[k];
+        const double inv = m.inv[k];
         double* q = m.terms + (k - k0);
         double d;
-        if (l_ok && p.l_rel_rmse) {  // l_rel_rmse
+        if (f_l) {  // l_rel_rmse
           const double gle = gold.l(i, j);
-          d = path_l(e) - gle;
-          q[0] = d * d;
-          q[5 * SS] = gle * gle;
+          if (f_lerr) {
+            d = path_l(e) - gle;
+            q[kFastLErr * SS] = d * d;
+          }
+          q[kFastLRef * SS] = gle * gle;
         }
-        if (inv_ok) {  // inv_total_rel_rmse
-          d = inv - gie;
-          q[1 * SS] = d * d;
-          q[6 * SS] = gie * gie;
+        if (f_gi) {  // inv_total_rel_rmse, inv_gold_l_rel_rmse
+          const double gie = gold.inv(e, k);
+          q[kFastGiRef * SS] = gie * gie;
+          if (inv_ok) {
+            d = inv - gie;
+            q[kFastInvErr * SS] = d * d;
+          }
+          if (f_run) {
+            d = fp64::fp16_value(p.gold_l_inv[at + e]) - gie;
+            q[kFastRunErr * SS] = d * d;
+          }
         }
-        if (method) {  // inv_method_only_rel_rmse
-          const double x = own_gold_l ? gie : m.s1[k];
+        if (f_method) {  // inv_method_only_rel_rmse
+          const double x = m.s1[k];
           d = inv - x;
-          q[2 * SS] = d * d;
-          q[7 * SS] = x * x;
-        }
-        if (gold_run_ok) {  // inv_gold_l_rel_rmse
-          d = fp64::fp16_value(p.gold_l_inv[at + e]) - gie;
-          q[3 * SS] = d * d;
-          q[8 * SS] = gie * gie;
+          q[kFastMethodErr * SS] = d * d;
+          q[kFastMethodRef * SS] = x * x;
         }
         if (tiles) {  // inverse_residual: (I + gold L) * INV against I, its entry from R
           const double r = m.r[k];
           s2_bad |= !std::isfinite(r);
-          const double y = i == j ? 1.0 : 0.0;
-          d = r - y;
-          q[4 * SS] = d * d;
-          q[9 * SS] = y * y;
+          d = r - (i == j ? 1.0 : 0.0);
+          q[kFastResErr * SS] = d * d;
         }
       });
       if (s2_bad) blk.set(&fl->s2_bad);
     });
-    // The sums, each in its classes' order; the unused ones add what nobody reads.
-    blk.each([&](int t) { add_classes(t, T, kChains, m.terms, SS, k0, len, m.acc); });
+    // The sums formed, each in its classes' order.
+    blk.each([&](int t) { add_classes(t, T, nsums, sum_of, m.terms, SS, k0, len, m.acc); });
   }
   // Without the space for R: the residual's pass over the (now free) slab
-  // terms, its errors into sum 4 and its reference into sum 9.
+  // terms, its errors into the kFastResErr sum.
   constexpr int K = fp64::kSumClasses;
-  if (!kTiles && residual) residual_pass(blk, C, gold_l, inv_kj, m.terms, kChains * SS, m.acc + 4 * K, m.acc + 9 * K, fl, 1);
+  if (!kTiles && residual) residual_pass(blk, C, gold_l, inv_kj, m.terms, kFastSums * SS, m.acc + kFastResErr * K, fl, 1);
 
   blk.each([&](int t) {
     if (t != 0) return;
     double* o = out + size_t(s) * kNeumannMetricCount;
-    auto value = [&](int q, bool finite) {
+    auto sum = [&](FastSum q) { return fp64::class_total(m.acc + q * K); };
+    auto value = [&](double err, double ref, bool finite) {
       fp64::RelRmse r;
-      r.err = fp64::class_total(m.acc + q * K);
-      r.ref = fp64::class_total(m.acc + (5 + q) * K);
+      r.err = err;
+      r.ref = ref;
       r.finite = finite;
       return r.value(C * C);
     };
+    const double inv_err = sum(kFastInvErr), gi_ref = sum(kFastGiRef);
     write_counts_and_diagnostics(o, p, s, fl, l_ok, inv_ok);
     if (!read_l) o[id::kLFinite] = NAN;  // l_finite, not asked for
-    o[id::kLRelRmse] = !p.l_rel_rmse ? NAN : l_ok ? value(0, true) : INFINITY;
-    o[id::kInvTotalRelRmse] = inv_ok ? value(1, true) : INFINITY;
-    o[id::kInvMethodOnlyRelRmse] = !p.method_only ? NAN : method ? value(2, true) : INFINITY;
-    o[id::kInvGoldLRelRmse] = p.gold_l_inv ? value(3, gold_run_ok) : NAN;
-    o[id::kInverseResidual] = !p.residual ? NAN : inv_ok ? value(4, fl->s2_bad == 0) : INFINITY;
+    o[id::kLRelRmse] = !p.l_rel_rmse ? NAN : l_ok ? value(own_gold_l ? 0.0 : sum(kFastLErr), sum(kFastLRef), true) : INFINITY;
+    o[id::kInvTotalRelRmse] = inv_ok ? value(inv_err, gi_ref, true) : INFINITY;
+    o[id::kInvMethodOnlyRelRmse] = !p.method_only ? NAN
+                                   : !method      ? INFINITY
+                                   : own_gold_l   ? value(inv_err, gi_ref, true)
+                                                  : value(sum(kFastMethodErr), sum(kFastMethodRef), true);
+    o[id::kInvGoldLRelRmse] = p.gold_l_inv ? value(run_is_inv ? inv_err : sum(kFastRunErr), gi_ref, gold_run_ok) : NAN;
+    o[id::kInverseResidual] =
+        !p.residual ? NAN : inv_ok ? value(sum(kFastResErr), residual_ref(C), fl->s2_bad == 0) : INFINITY;
   });
 }
 
@@ -518,7 +552,7 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
       r.finite = finite;
       return r.value(C * C);
     };
-    const double ones = double(C);  // the residuals' reference sums (residual_pass)
+    const double ones = residual_ref(C);  // the residuals' reference sums
     auto sum = [&](int q) { return fp64::class_total(m.acc + q * fp64::kSumClasses); };
     if (t == 0 && k_fast) {
       double* o = out_k + size_t(s) * kNeumannMetricCount;
@@ -557,7 +591,7 @@ CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, dou
   const size_t csq = size_t(C) * C, at = size_t(s) * csq;
   double* const X = sm;                  // the gold inverse, packed
   double* const terms = X + P;           // 2 x SS
-  double* const acc = terms + 2 * SS;    // the residual's two sums' classes, 2 x 8
+  double* const acc = terms + 2 * SS;    // the residual's error sum's classes, 8
   const double* gl = g.gold_l + at;
 
   blk.each([&](int t) {
@@ -565,7 +599,7 @@ CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, dou
       fl->inv_bad = fl->upper = fl->s2_bad = 0;
       fl->max_bits = 0;
     }
-    if (t < 2 * fp64::kSumClasses) acc[t] = 0.0;
+    if (t < fp64::kSumClasses) acc[t] = 0.0;
   });
   blk.each([&](int t) {
     bool inv_bad = false, upper = false;
@@ -591,7 +625,7 @@ CHUNKINV_HD void reference_fast_program(const Block& blk, const GoldRead& g, dou
   }
   if (fl->inv_bad == 0)
     residual_pass(blk, C, [&](int r, int c) { return gl[size_t(r) * C + c]; }, [&](int k, int j) { return X[packed_at(k, j)]; },
-                  terms, 2 * SS, acc, acc + fp64::kSumClasses, fl, 1);
+                  terms, 2 * SS, acc, fl, 1);
   blk.each([&](int t) {
     if (t != 0) return;
     slow[s] = 0;

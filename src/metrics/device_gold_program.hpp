@@ -438,7 +438,7 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
   }
 
   blk.each([&](int t) {
-    if (t < 2 * fp64::kSumClasses) m.acc[t] = 0.0;  // after the solve, whose sums share the space
+    if (t < fp64::kSumClasses) m.acc[t] = 0.0;  // after the solve, whose sums share the space
     const bool finite = fl->l_bad == 0;
     bool inv_bad = false, upper = false;
     uint64_t max_bits = 0;  // of |entry|: max over non-negative doubles is the max of their bits
@@ -474,7 +474,7 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
   if (fl->inv_bad == 0) {
     // X by rows, or by columns above C = 32 (every k >= j is a row the column keeps).
     auto x = [&](int k, int j) { return kColumns ? m.X[x_origin(C, j) + 4 * k] : m.X[size_t(k) * C + j]; };
-    residual_pass(blk, C, l, x, m.terms, 2 * reference_slab_stride(C), m.acc, m.acc + fp64::kSumClasses, fl, 1);
+    residual_pass(blk, C, l, x, m.terms, 2 * reference_slab_stride(C), m.acc, fl, 1);
   }
   blk.each([&](int t) {
     if (t != 0) return;

@@ -185,14 +185,15 @@ TEST(PipelineWork, SolvesScaleWithTheCubeOfTheChunk) {
   PipelineWorkShape s = shape(32);
   s.reference = false;
   EXPECT_EQ(stage_work("gold", s).fp64 - 32 - 496 * (kExp + 3), 32 * (3 * 496 + 28 * 2));
-  // The kernel entry's exact inverse of I + L (inv_method_only) with its
-  // three FLOPs a term: at C = 16, 16 columns of 3 x 120 + 12 x 2.
+  // The kernel entry's exact inverse of I + L (inv_method_only), then its
+  // terms: at C = 16, 16 columns of 3 x 120 + 12 x 2; a difference, two
+  // squares and two sums' adds an entry of the lower triangle.
   auto method_cost = [](int C) {
     PipelineWorkShape on = shape(C), off = shape(C);
     off.kernel_entry.method_only = false;
     return stage_work("metrics(kernel)", on).fp64 - stage_work("metrics(kernel)", off).fp64;
   };
-  EXPECT_EQ(method_cost(16), 16 * (3 * 120 + 12 * 2) + 3 * packed(16));
+  EXPECT_EQ(method_cost(16), 16 * (3 * 120 + 12 * 2) + 5 * packed(16));
   const double ratio = method_cost(32) / method_cost(16);
   EXPECT_GT(ratio, 7.0);  // (32 / 16)^3 = 8, less the lower-order terms
   EXPECT_LT(ratio, 8.5);
@@ -236,11 +237,11 @@ TEST(PipelineWork, PairIsTheTwoEntriesLessWhatTheyShare) {
     const PipelineWorkShape s = shape(C);
     const StageWork k = stage_work("metrics(kernel)", s), g = stage_work("metrics(gold)", s),
                     p = stage_work("metrics(kernel, gold)", s);
-    // Shared terms: the gold L's and gold inverse's squares, the run's
-    // error (the gold path's three inverse values), the gold L's error
-    // sum (+0) not formed, and 9 sums instead of 20: 24 FLOPs fewer an
-    // entry of the lower triangle. The residuals' passes are the same two.
-    EXPECT_EQ(p.fp64, k.fp64 + g.fp64 - 24 * packed(C)) << C;
+    // Shared terms: the gold L's and gold inverse's squares and their adds
+    // (4), and the run's error sum, which is the gold path's INV's (3):
+    // 7 FLOPs fewer an entry of the lower triangle. The residuals' passes
+    // are the same two.
+    EXPECT_EQ(p.fp64, k.fp64 + g.fp64 - 7 * packed(C)) << C;
     EXPECT_EQ(p.fp64_mma, k.fp64_mma + g.fp64_mma) << C;
     // Shared operands: the gold L, the gold inverse, the run and its two
     // diagnostics, read once instead of twice.
@@ -251,11 +252,12 @@ TEST(PipelineWork, PairIsTheTwoEntriesLessWhatTheyShare) {
 
 TEST(PipelineWork, EntriesAskingForLessDoLess) {
   // The kernel entry with only inv_total (and inv_gold_l, the run being
-  // there): 3 FLOPs each a lower entry and the 10 sums' adds; no L read.
+  // there): inv_total's difference, square, reference square and two adds,
+  // inv_gold_l's difference, square and add, each a lower entry; no L read.
   PipelineWorkShape s = shape(16);
   s.kernel_entry = {.present = true, .l_rel_rmse = false, .method_only = false, .residual = false, .l_finite = false};
   const StageWork w = stage_work("metrics(kernel)", s);
-  EXPECT_EQ(w.fp64, packed(16) * (3 + 3 + 10));
+  EXPECT_EQ(w.fp64, packed(16) * (5 + 3));
   EXPECT_EQ(w.bytes, 2048 + 512 + 512 + 64 + 16 + 104);
   // The residual alone adds its product and its terms, and the gold L's reads.
   s.kernel_entry.residual = true;

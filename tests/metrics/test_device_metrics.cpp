@@ -607,7 +607,7 @@ TEST(DeviceMetrics, ResidualPassFitsItsTilesAndTerms) {
     // the reference program two reference slabs, the fast program its ten):
     // 8, 4 or 2, and every step's entries within them.
     for (bool s1 : {false, true}) {
-      for (int cap : {2 * reference_slab_stride(C), kChains * fast_slab_stride(C, s1)}) {
+      for (int cap : {2 * reference_slab_stride(C), kFastSums * fast_slab_stride(C, s1)}) {
         const int n = residual_pass_rows(C, cap);
         EXPECT_TRUE(n == 8 || n == 4 || n == 2) << "C = " << C;
         for (int r0 = 0; r0 < C; r0 += n)
@@ -616,7 +616,7 @@ TEST(DeviceMetrics, ResidualPassFitsItsTilesAndTerms) {
     }
   }
   // At C = 64: eight rows a step in the fast program (8 steps), four in the gold's tail (16).
-  EXPECT_EQ(residual_pass_rows(64, kChains * fast_slab_stride(64, false)), 8);
+  EXPECT_EQ(residual_pass_rows(64, kFastSums * fast_slab_stride(64, false)), 8);
   EXPECT_EQ(residual_pass_rows(64, 2 * reference_slab_stride(64)), 4);
 }
 
@@ -838,9 +838,16 @@ TEST(DeviceMetrics, MetricProgramsOnTheCpuAreEvaluateBitForBit) {
       pair_on_host(g, pk, gold_path_view(pk, gl.data()), ok.data(), og.data());
       differing += values_differing(ok, cpu_metrics(p, gold, b.C, Variant::kPath), b.what + " (pair, kernel)",
                                     gpu::kNeumannMetricCount);
-      differing += values_differing(og, cpu_metrics(gold_path_arrays(p), gold, b.C, Variant::kGoldPath),
-                                    b.what + " (pair, gold path)", gpu::kNeumannMetricCount);
+      const std::vector<double> want_g = cpu_metrics(gold_path_arrays(p), gold, b.C, Variant::kGoldPath);
+      differing += values_differing(og, want_g, b.what + " (pair, gold path)", gpu::kNeumannMetricCount);
       values += long(ok.size() + og.size());
+      // The gold path's entry alone, as the pipeline launches it above
+      // C = 16: its INV the run on the gold L (one buffer), whose sums the
+      // fast program forms once.
+      std::fill(og.begin(), og.end(), -1.0);
+      metrics_on_host(g, gold_path_view(pk, gl.data()), og.data());
+      differing += values_differing(og, want_g, b.what + " (gold path, its INV the run)", gpu::kNeumannMetricCount);
+      values += long(og.size());
     }
     const std::vector<double> want = cpu_reference(gold);
     for (bool full_only : {true, false}) {
@@ -991,9 +998,14 @@ TEST(DeviceMetrics, MetricsOnDeviceAreEvaluateBitForBit) {
       gpu::metrics_pair_on_device(g, pk, gold_path_view(pk, gl.get()), ok.get(), og.get(), nullptr);
       differing += values_differing(ok.host(), cpu_metrics(p, gold, b.C, Variant::kPath), b.what + " (pair, kernel)",
                                     gpu::kNeumannMetricCount);
-      differing += values_differing(og.host(), cpu_metrics(gold_path_arrays(p), gold, b.C, Variant::kGoldPath),
-                                    b.what + " (pair, gold path)", gpu::kNeumannMetricCount);
+      const std::vector<double> want_g = cpu_metrics(gold_path_arrays(p), gold, b.C, Variant::kGoldPath);
+      differing += values_differing(og.host(), want_g, b.what + " (pair, gold path)", gpu::kNeumannMetricCount);
       values += long(2 * n * gpu::kNeumannMetricCount);
+      DeviceArray<double> alone(n * gpu::kNeumannMetricCount);  // the gold path's entry alone, its INV the run
+      gpu::metrics_on_device(g, gold_path_view(pk, gl.get()), alone.get(), nullptr);
+      differing += values_differing(alone.host(), want_g, b.what + " (gold path, its INV the run)",
+                                    gpu::kNeumannMetricCount);
+      values += long(n * gpu::kNeumannMetricCount);
     }
     DeviceArray<double> ref(n * gpu::kReferenceMetricCount);
     gpu::reference_metrics_on_device(g, ref.get(), nullptr);
