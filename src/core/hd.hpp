@@ -40,6 +40,20 @@ CHUNKINV_HD inline uint64_t bits(double x) {
 #endif
 }
 
+// The set bits of u, counted; the position of its i-th set bit (from 0,
+// lowest first; i < popcount(u)).
+CHUNKINV_HD inline int popcount(unsigned u) {
+#ifdef __CUDA_ARCH__
+  return __popc(u);
+#else
+  return __builtin_popcount(u);
+#endif
+}
+CHUNKINV_HD inline int nth_bit(unsigned u, int i) {
+  for (; i > 0; --i) u &= u - 1;
+  return popcount((u & (0u - u)) - 1u);
+}
+
 CHUNKINV_HD inline double from_bits(uint64_t u) {
 #ifdef __CUDA_ARCH__
   return __longlong_as_double(static_cast<long long>(u));

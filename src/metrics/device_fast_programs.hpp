@@ -58,6 +58,27 @@ CHUNKINV_HD inline bool fast_rules_hold(int upper, bool l_ok, bool inv_ok, bool 
   if (gold_run_ok) needs |= kUpperGoldRun | kUpperGoldInv;                  // inv_gold_l_rel_rmse
   return (upper & needs) == 0;
 }
+// The sums metrics_fast_program forms, FastSum q's bit 1 << q: those the
+// values read, each once (l: l_rel_rmse asked for and the path's L finite;
+// inv: INV finite; run: the run on the gold L there and finite; method:
+// inv_method_only's; tiles: the residual's errors in the slabs; own_gold_l:
+// the path's L is the gold L; run_is_inv: its INV is the run on the gold L).
+CHUNKINV_HD inline unsigned fast_sums_formed(bool l, bool inv, bool run, bool method, bool tiles, bool own_gold_l,
+                                             bool run_is_inv) {
+  unsigned f = 0;
+  auto form = [&](bool on, FastSum q) {
+    if (on) f |= 1u << q;
+  };
+  form(l && !own_gold_l, kFastLErr);
+  form(l, kFastLRef);
+  form(inv, kFastInvErr);
+  form(inv || run, kFastGiRef);
+  form(method && !own_gold_l, kFastMethodErr);
+  form(method && !own_gold_l, kFastMethodRef);
+  form(run && !run_is_inv, kFastRunErr);
+  form(tiles, kFastResErr);
+  return f;
+}
 // Thread t's share of a fast program's staging: each entry e of the sample
 // (path L, gold L, gold inverse, INV bits, bits of the run on the gold L or
 // none) loaded kU entries at a time, all their loads issued before any is
@@ -285,24 +306,15 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   // sum is inv_total's too. No sum at all where none is read (the INV and
   // the run on the gold L not finite, and no l_rel_rmse asked for, as with
   // --metrics inv_total_rel_rmse,inv_finite at C = 64): no slab is formed.
-  const bool run_is_inv = p.gold_l_inv == p.inv;
+  // One word of bits, FastSum q's bit 1 << q, is all that stays live
+  // through the slabs (the flags apart took the kernel entry at C = 64 past
+  // its 64 registers: 8 bytes of spills, and +7 ns a sample on an H100).
   const bool residual = inv_ok && p.residual, tiles = kTiles && residual;
-  const bool f_l = l_ok && p.l_rel_rmse, f_lerr = f_l && !own_gold_l, f_gi = inv_ok || gold_run_ok,
-             f_method = method && !own_gold_l, f_run = gold_run_ok && !run_is_inv;
-  uint32_t sel = 0;  // the sums formed, 4 bits each (add_classes' sum_of)
-  int nsums = 0;
-  auto form = [&](bool on, FastSum q) {
-    if (on) sel |= uint32_t(q) << (4 * nsums++);
-  };
-  form(f_lerr, kFastLErr);
-  form(f_l, kFastLRef);
-  form(inv_ok, kFastInvErr);
-  form(f_gi, kFastGiRef);
-  form(f_method, kFastMethodErr);
-  form(f_method, kFastMethodRef);
-  form(f_run, kFastRunErr);
-  form(tiles, kFastResErr);
-  auto sum_of = [sel](int i) { return int(sel >> (4 * i)) & 15; };
+  const unsigned formed = fast_sums_formed(l_ok && p.l_rel_rmse, inv_ok, gold_run_ok, method, tiles, own_gold_l,
+                                           p.gold_l_inv == p.inv);
+  auto has = [formed](FastSum q) { return (formed >> q & 1u) != 0; };
+  const int nsums = hd::popcount(formed);
+  auto sum_of = [formed](int i) { return hd::nth_bit(formed, i); };
   // The residual's product on the tensor cores, into R before the slabs.
   auto gold_l = [&](int r, int c) { return gold.l(r, c); };
   auto inv_kj = [&](int k, int j) { return m.inv[packed_at(k, j)]; };
@@ -313,36 +325,39 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
       bool s2_bad = false;
       slab_entries(k0, len, T, t, [&](int k, int i, int j) {
         const size_t e = size_t(i) * C + j;
-        const double inv = m.inv[k];
+        // The gold inverse's entry: read first above C = 32, where that
+        // keeps the program in its 64 registers; in its branch below
+        // (C <= 32), where the first read spills (`-Xptxas -v`).
+        const double gie_first = kTiles ? 0.0 : gold.inv(e, k), inv = m.inv[k];
         double* q = m.terms + (k - k0);
         double d;
-        if (f_l) {  // l_rel_rmse
+        if (has(kFastLRef)) {  // l_rel_rmse
           const double gle = gold.l(i, j);
-          if (f_lerr) {
+          if (has(kFastLErr)) {
             d = path_l(e) - gle;
             q[kFastLErr * SS] = d * d;
           }
           q[kFastLRef * SS] = gle * gle;
         }
-        if (f_gi) {  // inv_total_rel_rmse, inv_gold_l_rel_rmse
-          const double gie = gold.inv(e, k);
+        if (has(kFastGiRef)) {  // inv_total_rel_rmse, inv_gold_l_rel_rmse
+          const double gie = kTiles ? gold.inv(e, k) : gie_first;
           q[kFastGiRef * SS] = gie * gie;
-          if (inv_ok) {
+          if (has(kFastInvErr)) {
             d = inv - gie;
             q[kFastInvErr * SS] = d * d;
           }
-          if (f_run) {
+          if (has(kFastRunErr)) {
             d = fp64::fp16_value(p.gold_l_inv[at + e]) - gie;
             q[kFastRunErr * SS] = d * d;
           }
         }
-        if (f_method) {  // inv_method_only_rel_rmse
+        if (has(kFastMethodErr)) {  // inv_method_only_rel_rmse
           const double x = m.s1[k];
           d = inv - x;
           q[kFastMethodErr * SS] = d * d;
           q[kFastMethodRef * SS] = x * x;
         }
-        if (tiles) {  // inverse_residual: (I + gold L) * INV against I, its entry from R
+        if (has(kFastResErr)) {  // inverse_residual: (I + gold L) * INV against I, its entry from R
           const double r = m.r[k];
           s2_bad |= !std::isfinite(r);
           d = r - (i == j ? 1.0 : 0.0);
@@ -373,13 +388,15 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
     const double inv_err = sum(kFastInvErr), gi_ref = sum(kFastGiRef);
     write_counts_and_diagnostics(o, p, s, fl, l_ok, inv_ok);
     if (!read_l) o[id::kLFinite] = NAN;  // l_finite, not asked for
-    o[id::kLRelRmse] = !p.l_rel_rmse ? NAN : l_ok ? value(own_gold_l ? 0.0 : sum(kFastLErr), sum(kFastLRef), true) : INFINITY;
+    // Read again from p (kernel parameters), not kept through the slabs.
+    const bool own_l = path_l_is_gold_l(g, p), run_inv = p.gold_l_inv == p.inv;
+    o[id::kLRelRmse] = !p.l_rel_rmse ? NAN : l_ok ? value(own_l ? 0.0 : sum(kFastLErr), sum(kFastLRef), true) : INFINITY;
     o[id::kInvTotalRelRmse] = inv_ok ? value(inv_err, gi_ref, true) : INFINITY;
     o[id::kInvMethodOnlyRelRmse] = !p.method_only ? NAN
                                    : !method      ? INFINITY
-                                   : own_gold_l   ? value(inv_err, gi_ref, true)
+                                   : own_l        ? value(inv_err, gi_ref, true)
                                                   : value(sum(kFastMethodErr), sum(kFastMethodRef), true);
-    o[id::kInvGoldLRelRmse] = p.gold_l_inv ? value(run_is_inv ? inv_err : sum(kFastRunErr), gi_ref, gold_run_ok) : NAN;
+    o[id::kInvGoldLRelRmse] = p.gold_l_inv ? value(run_inv ? inv_err : sum(kFastRunErr), gi_ref, gold_run_ok) : NAN;
     o[id::kInverseResidual] =
         !p.residual ? NAN : inv_ok ? value(sum(kFastResErr), residual_ref(C), fl->s2_bad == 0) : INFINITY;
   });
