@@ -282,12 +282,15 @@ CHUNKINV_HD void residual_tile(int C, int I, int J, int lane, const Lf& l, const
 #endif
 }
 
-// The inverse residual's two sums by the fast rules, each as eight class
-// sums (fp64::ChunkSums' lower classes): the squared errors into err[0..7]
-// (set to +0 first) over the packed lower triangle. Its reference sum is
-// not formed: its terms are ones on the diagonal and +0 elsewhere, whose
-// class sums are small integers that class_total adds to C exactly
-// whatever the split, so the callers take C (kResidualRef). Row block I's
+// The inverse residual's reference sum: its terms are the identity's
+// squares, ones on the diagonal and +0 elsewhere, and their class sums
+// (fp64::ChunkSums) are small integers added exactly, so the sum is C.
+CHUNKINV_HD inline double residual_ref(int C) { return double(C); }
+
+// The inverse residual's error sum by the fast rules, as eight class sums
+// (fp64::ChunkSums' lower classes): the squared errors into err[0..7] (set
+// to +0 first) over the packed lower triangle. Its reference sum is not
+// formed: the callers take residual_ref(C). Row block I's
 // tiles (I, J), J <= I, on warp J % W (residual_tile), their entries held
 // in registers; then eight, four or two rows at a time, the most whose
 // entries fit `cap` doubles of terms (two rows, at most 2C - 1 entries, fit
@@ -298,10 +301,6 @@ CHUNKINV_HD void residual_tile(int C, int I, int J, int lane, const Lf& l, const
 // metrics at a barrier a third of their time, docs/notes/gpu-notes.md,
 // "Seventh lease"). Sets `s2_bit` in fl->s2_bad when an entry of the
 // product is not finite.
-// The inverse residual's reference sum: its terms are the identity's
-// squares, ones on the diagonal and +0 elsewhere, and their class sums
-// (fp64::ChunkSums) are small integers added exactly, so the sum is C.
-CHUNKINV_HD inline double residual_ref(int C) { return double(C); }
 struct ResidualTiles {
   double v[2][2];  // the lane's two entries of each of its tiles of a row block
 };

@@ -306,9 +306,6 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   // sum is inv_total's too. No sum at all where none is read (the INV and
   // the run on the gold L not finite, and no l_rel_rmse asked for, as with
   // --metrics inv_total_rel_rmse,inv_finite at C = 64): no slab is formed.
-  // One word of bits, FastSum q's bit 1 << q, is all that stays live
-  // through the slabs (the flags apart took the kernel entry at C = 64 past
-  // its 64 registers: 8 bytes of spills, and +7 ns a sample on an H100).
   const bool residual = inv_ok && p.residual, tiles = kTiles && residual;
   const unsigned formed = fast_sums_formed(l_ok && p.l_rel_rmse, inv_ok, gold_run_ok, method, tiles, own_gold_l,
                                            p.gold_l_inv == p.inv);
@@ -388,15 +385,13 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
     const double inv_err = sum(kFastInvErr), gi_ref = sum(kFastGiRef);
     write_counts_and_diagnostics(o, p, s, fl, l_ok, inv_ok);
     if (!read_l) o[id::kLFinite] = NAN;  // l_finite, not asked for
-    // Read again from p (kernel parameters), not kept through the slabs.
-    const bool own_l = path_l_is_gold_l(g, p), run_inv = p.gold_l_inv == p.inv;
-    o[id::kLRelRmse] = !p.l_rel_rmse ? NAN : l_ok ? value(own_l ? 0.0 : sum(kFastLErr), sum(kFastLRef), true) : INFINITY;
+    o[id::kLRelRmse] = !p.l_rel_rmse ? NAN : l_ok ? value(own_gold_l ? 0.0 : sum(kFastLErr), sum(kFastLRef), true) : INFINITY;
     o[id::kInvTotalRelRmse] = inv_ok ? value(inv_err, gi_ref, true) : INFINITY;
     o[id::kInvMethodOnlyRelRmse] = !p.method_only ? NAN
                                    : !method      ? INFINITY
-                                   : own_l        ? value(inv_err, gi_ref, true)
+                                   : own_gold_l   ? value(inv_err, gi_ref, true)
                                                   : value(sum(kFastMethodErr), sum(kFastMethodRef), true);
-    o[id::kInvGoldLRelRmse] = p.gold_l_inv ? value(run_inv ? inv_err : sum(kFastRunErr), gi_ref, gold_run_ok) : NAN;
+    o[id::kInvGoldLRelRmse] = p.gold_l_inv ? value(has(kFastRunErr) ? sum(kFastRunErr) : inv_err, gi_ref, gold_run_ok) : NAN;
     o[id::kInverseResidual] =
         !p.residual ? NAN : inv_ok ? value(sum(kFastResErr), residual_ref(C), fl->s2_bad == 0) : INFINITY;
   });

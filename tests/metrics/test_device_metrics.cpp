@@ -604,7 +604,7 @@ TEST(DeviceMetrics, ResidualPassFitsItsTilesAndTerms) {
       EXPECT_GE(slab_stride(C), 2 * C - 1) << "C = " << C;
     }
     // Its rows a step for the terms each caller gives it (the gold's tail and
-    // the reference program two reference slabs, the fast program its ten):
+    // the reference program two reference slabs, the fast program its eight):
     // 8, 4 or 2, and every step's entries within them.
     for (bool s1 : {false, true}) {
       for (int cap : {2 * reference_slab_stride(C), kFastSums * fast_slab_stride(C, s1)}) {
