@@ -26,6 +26,9 @@
 #     pipeline    scripts/bench-pipeline.sh over this build (run's rates against both PyTorch peers, the memory
 #                 check, bench --pipeline's roofline), at N16 N32 N64 samples (default 1e8 4e7 1.6e7) and
 #                 MEMORY_SAMPLES (default 2e8); its JSON and texts tarred
+#     instructions  Nsight Compute's warp instructions issued and duration of each launch of a `run --pipeline
+#                 device` (gold + kernel, every metric, model_like d = 128, INSTR_SAMPLES samples, default 65536)
+#                 at C = 16, 32, 64 (INSTR_CHUNKS): the instruction floor of each stage; CSVs tarred
 #     roofline    bench --pipeline's roofline (every metric, then the peer's metrics, C = 16, 32, 64) of each
 #                 build in ROOFLINE_BUILDS (default "prev now": .ext/run/chunkinv-prev.xz's, then this one's; "alt"
 #                 .ext/run/chunkinv-alt.xz's), side by side in one call, the sets in ROOFLINE_SETS (default "every
@@ -141,6 +144,15 @@ if [[ $steps == *,roofline,* ]]; then
     done
   done
   (cd /tmp && tar czf "$OUT/roofline.tgz" roofline-*.json roofline-*.txt)
+fi
+if [[ $steps == *,instructions,* ]]; then
+  for c in ${INSTR_CHUNKS:-16 32 64}; do
+    timeout 200 ncu --metrics smsp__inst_issued.sum,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active \
+      --csv --print-units base "$B" run -a family=model_like -a chunk="$c" -a dim=128 --samples "${INSTR_SAMPLES:-65536}" \
+      --paths gold,kernel --quantiles sketch --pipeline device -q -o "/tmp/instr-run-C$c.json" > "/tmp/instr-C$c.csv" 2>&1
+    echo "instructions C=$c rc=$? $(grep -c smsp__inst_issued "/tmp/instr-C$c.csv") launches" | tee -a "$OUT/carried.log"
+  done
+  (cd /tmp && tar czf "$OUT/instructions.tgz" instr-C*.csv)
 fi
 if [[ $steps == *,profile,* ]]; then
   # PROFILE_KERNELS: a regex of kernel names to profile (default every kernel); with it, the source page too

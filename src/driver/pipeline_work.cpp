@@ -313,6 +313,9 @@ StageWork entry_work(const PipelineWorkShape& s, bool kernel) {
     if (read_gold_l) w.bytes += csq * 8;
     if (run) w.bytes += csq * 2;                 // the run on the gold L
     w.bytes += 8 + (run ? 8 : 0);                // highest power and power maximum of both runs
+    // Above C = 32 inv_method_only is a program of its own (method_fast_program):
+    // it reads the kernel's L and INV again, FP16.
+    if (e.method_only && gpu::blocks::fast_defers_method(C)) w.bytes += csq * 2 * 2;
   } else {
     if (read_l || read_gold_l) w.bytes += csq * 8;  // the gold L, as the path's L and as the gold's
     w.bytes += 8;                                   // the run's highest power and power maximum

@@ -236,11 +236,26 @@ struct FastGold {
   CHUNKINV_HD double inv(size_t e, int k) const { return kStaged ? sgi[k] : gi[e]; }
 };
 
+// Above C = 32 the fast program leaves inv_method_only's sums, where it
+// needs them, to a program of their own (method_fast_program), over the
+// samples it lists: the exact inverse of I + path L and the path's L
+// packed for its solve take 33 KB of shared memory at C = 64, which held
+// the fast program to four blocks an SM whether a sample needed them or
+// not (model_like's kernel L is not finite at C = 64, so none does); without
+// them it holds eight. At C <= 32 that space costs no block the registers
+// would allow, and a second pass over the operands would cost time. The
+// shapes that defer are those without R (fast_residual_tiles), so that the
+// instantiation for them holds no code of the method's sums.
+CHUNKINV_HD inline bool fast_defers_method(int C) { return !fast_residual_tiles(C); }
 // Whether the fast program solves for the exact inverse of I + path L:
 // where the path's L is not the gold L and inv_method_only_rel_rmse is
-// asked for.
+// asked for, at C <= 32.
 CHUNKINV_HD inline bool fast_with_s1(const GoldRead& g, const PathOnDevice& p) {
-  return !path_l_is_gold_l(g, p) && p.method_only;
+  return !path_l_is_gold_l(g, p) && p.method_only && !fast_defers_method(g.chunk);
+}
+// Whether it leaves inv_method_only's sums to method_fast_program (above C = 32).
+CHUNKINV_HD inline bool fast_defers(const GoldRead& g, const PathOnDevice& p) {
+  return !path_l_is_gold_l(g, p) && p.method_only && fast_defers_method(g.chunk);
 }
 
 // kStaged = fast_stages_gold(C), kTiles = fast_residual_tiles(C): each a
@@ -249,10 +264,12 @@ CHUNKINV_HD inline bool fast_with_s1(const GoldRead& g, const PathOnDevice& p) {
 // 64-register bound, where either alone takes none). sm holds
 // fast_metrics_smem_doubles(C, fast_with_s1(g, p)) doubles. The values p
 // does not ask for (its l_rel_rmse, method_only, residual; gold_l_inv
-// null) are NaN.
+// null) are NaN. Where fast_defers(g, p), defer[s] is 1 for a sample whose
+// inv_method_only the program leaves to method_fast_program (NaN until
+// then), else 0; defer may be null where it cannot.
 template <bool kStaged, bool kTiles, class Block>
 CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const PathOnDevice& p, double* out, long s,
-                                      double* sm, BlockFlags* fl, int* slow) {
+                                      double* sm, BlockFlags* fl, int* slow, int* defer) {
   const size_t csq = size_t(g.chunk) * g.chunk, at = size_t(s) * csq;
   const bool own_gold_l = path_l_is_gold_l(g, p), with_s1 = fast_with_s1(g, p);
   const int C = g.chunk, T = blk.threads, P = packed_size(C), S = fast_slab_size(C, with_s1),
@@ -276,7 +293,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
     stage_entries(blk, C, t, staged_l, read_gold_l ? gl : nullptr, gi, p.inv + at,
                   p.gold_l_inv ? p.gold_l_inv + at : nullptr, fl,
                   [&](int k, double l, double gle, double gie, uint16_t ib, uint16_t) {
-                    if (with_s1) m.lp[k] = l;  // for the solve
+                    if (kTiles && with_s1) m.lp[k] = l;  // for the solve
                     m.inv[k] = fp64::fp16_value(ib);
                     if (kStaged) {
                       m.gl[k] = gle;
@@ -286,16 +303,26 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   });
   const bool l_ok = fl->l_bad == 0, inv_ok = fl->inv_bad == 0, method = l_ok && inv_ok && p.method_only;
   const bool gold_run_ok = p.gold_l_inv != nullptr && fl->sinv_bad == 0;
+  // inv_method_only's sums left to method_fast_program: formed neither here
+  // nor there where INV or the path's L is not finite (its value is +inf).
+  const bool deferred = method && fast_defers(g, p);
   if (!fast_rules_hold(fl->upper, l_ok, inv_ok, gold_run_ok)) {
     blk.each([&](int t) {
-      if (t == 0) slow[s] = 1;
+      if (t != 0) return;
+      slow[s] = 1;
+      if (defer) defer[s] = 0;
     });
     return;
   }
   blk.each([&](int t) {  // unit_lower_inverse(path L), as metrics_program
-    if (t == 0) slow[s] = 0;
-    if (!method || own_gold_l) return;
-    for (int c = t; c < C; c += T) solve_column_packed(C, c, m.lp, m.s1);
+    if (t == 0) {
+      slow[s] = 0;
+      if (defer) defer[s] = deferred;
+    }
+    if constexpr (kTiles) {  // deferred above C = 32 (fast_defers_method)
+      if (!method || own_gold_l) return;
+      for (int c = t; c < C; c += T) solve_column_packed(C, c, m.lp, m.s1);
+    }
   });
 
   // The sums formed: those the values read, each once. The gold path's
@@ -307,8 +334,8 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
   // the run on the gold L not finite, and no l_rel_rmse asked for, as with
   // --metrics inv_total_rel_rmse,inv_finite at C = 64): no slab is formed.
   const bool residual = inv_ok && p.residual, tiles = kTiles && residual;
-  const unsigned formed = fast_sums_formed(l_ok && p.l_rel_rmse, inv_ok, gold_run_ok, method, tiles, own_gold_l,
-                                           p.gold_l_inv == p.inv);
+  const unsigned formed = fast_sums_formed(l_ok && p.l_rel_rmse, inv_ok, gold_run_ok, method && !deferred, tiles,
+                                           own_gold_l, p.gold_l_inv == p.inv);
   auto has = [formed](FastSum q) { return (formed >> q & 1u) != 0; };
   const int nsums = hd::popcount(formed);
   auto sum_of = [formed](int i) { return hd::nth_bit(formed, i); };
@@ -348,7 +375,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
             q[kFastRunErr * SS] = d * d;
           }
         }
-        if (has(kFastMethodErr)) {  // inv_method_only_rel_rmse
+        if (kTiles && has(kFastMethodErr)) {  // inv_method_only_rel_rmse (deferred above C = 32)
           const double x = m.s1[k];
           d = inv - x;
           q[kFastMethodErr * SS] = d * d;
@@ -390,10 +417,61 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
     o[id::kInvMethodOnlyRelRmse] = !p.method_only ? NAN
                                    : !method      ? INFINITY
                                    : own_gold_l   ? value(inv_err, gi_ref, true)
+                                   : deferred     ? NAN  // method_fast_program's
                                                   : value(sum(kFastMethodErr), sum(kFastMethodRef), true);
     o[id::kInvGoldLRelRmse] = p.gold_l_inv ? value(has(kFastRunErr) ? sum(kFastRunErr) : inv_err, gi_ref, gold_run_ok) : NAN;
     o[id::kInverseResidual] =
         !p.residual ? NAN : inv_ok ? value(sum(kFastResErr), residual_ref(C), fl->s2_bad == 0) : INFINITY;
+  });
+}
+
+// inv_method_only_rel_rmse of a sample metrics_fast_program deferred
+// (defer[s] = 1: the rules hold, the path's L and INV are finite, above
+// C = 32): the exact inverse of I + path L (solve_column_packed) and the
+// two sums, err and ref, each in its classes' order, over fast_smem(sm, C,
+// true)'s space (the same layout and slabs as the program that forms them
+// itself at C <= 32, so the same bits). Writes that value alone.
+CHUNKINV_HD inline size_t method_smem_doubles(int C) { return fast_metrics_smem_doubles(C, true); }
+template <class Block>
+CHUNKINV_HD void method_fast_program(const Block& blk, const GoldRead& g, const PathOnDevice& p, double* out, long s,
+                                     double* sm) {
+  const int C = g.chunk, T = blk.threads, P = packed_size(C), S = fast_slab_size(C, true),
+            SS = fast_slab_stride(C, true);
+  const size_t at = size_t(s) * size_t(C) * C;
+  const FastSmem m = fast_smem(sm, C, true);
+  constexpr int K = fp64::kSumClasses;
+  blk.each([&](int t) {
+    for (int q = t; q < kFastSums * K; q += T) m.acc[q] = 0.0;
+    slab_entries(0, P, T, t, [&](int k, int i, int j) {
+      const size_t e = at + size_t(i) * C + j;
+      m.lp[k] = p.l_f64 ? p.l_f64[e] : fp64::fp16_value(p.l_fp16[e]);
+      m.inv[k] = fp64::fp16_value(p.inv[e]);
+    });
+  });
+  blk.each([&](int t) {
+    for (int c = t; c < C; c += T) solve_column_packed(C, c, m.lp, m.s1);
+  });
+  const unsigned formed = 1u << kFastMethodErr | 1u << kFastMethodRef;
+  auto sum_of = [formed](int i) { return hd::nth_bit(formed, i); };
+  for (int k0 = 0; k0 < P; k0 += S) {
+    const int len = P - k0 < S ? P - k0 : S;
+    blk.each([&](int t) {
+      slab_entries(k0, len, T, t, [&](int k, int, int) {
+        const double x = m.s1[k], d = m.inv[k] - x;
+        double* q = m.terms + (k - k0);
+        q[kFastMethodErr * SS] = d * d;
+        q[kFastMethodRef * SS] = x * x;
+      });
+    });
+    blk.each([&](int t) { add_classes(t, T, 2, sum_of, m.terms, SS, k0, len, m.acc); });
+  }
+  blk.each([&](int t) {
+    if (t != 0) return;
+    fp64::RelRmse r;
+    r.err = fp64::class_total(m.acc + kFastMethodErr * K);
+    r.ref = fp64::class_total(m.acc + kFastMethodRef * K);
+    r.finite = true;
+    out[size_t(s) * kNeumannMetricCount + id::kInvMethodOnlyRelRmse] = r.value(C * C);
   });
 }
 

@@ -99,12 +99,24 @@ __global__ void gold_kernel(GoldOnDevice a, Left left) {
 // stage went 3.78 -> 3.36 ns a sample at C = 16, 12.96 -> 12.44 at C = 32
 // and 20.3 -> 19.4 at C = 64 (where shared memory holds seven blocks
 // either way), no spills (docs/notes/gpu-notes.md, run 86).
+// deferred: the samples whose inv_method_only the program leaves to
+// method_kernel (blocks::fast_defers; flags and list null where it cannot).
 template <bool kStaged, bool kTiles>
-__global__ void __launch_bounds__(128, 8) metrics_fast_kernel(GoldRead g, PathOnDevice p, double* out, Left left) {
+__global__ void __launch_bounds__(128, 8) metrics_fast_kernel(GoldRead g, PathOnDevice p, double* out, Left left,
+                                                              Left deferred) {
   const Smem m = carve();
   const long s = long(blockIdx.x);
-  blocks::metrics_fast_program<kStaged, kTiles>(DeviceBlock{int(blockDim.x)}, g, p, out, s, m.sm, m.fl, left.flags);
+  blocks::metrics_fast_program<kStaged, kTiles>(DeviceBlock{int(blockDim.x)}, g, p, out, s, m.sm, m.fl, left.flags,
+                                                deferred.flags);
   leave_if_slow(left, s);
+  if (deferred.flags) leave_if_slow(deferred, s);
+}
+
+__global__ void method_kernel(GoldRead g, PathOnDevice p, double* out, Left deferred) {
+  const Smem m = carve();
+  const int n = *deferred.count;
+  for (int q = int(blockIdx.x); q < n; q += int(gridDim.x))
+    blocks::method_fast_program(DeviceBlock{int(blockDim.x)}, g, p, out, long(deferred.list[q]), m.sm);
 }
 
 template <bool kStaged>
@@ -217,12 +229,18 @@ void metrics_on_device(const GoldRead& g, const PathOnDevice& p, double* out, Me
   if (!g.gold_l || !g.gold_inv || !out || !p.inv || (!p.l_fp16 && !p.l_f64))
     throw std::invalid_argument("metrics_on_device: a buffer is missing");
   const int C = g.chunk, threads = blocks::block_threads(C);
-  const LeftScratch left(g.n, stream);
+  const bool defers = blocks::fast_defers(g, p);
+  const LeftScratch left(g.n, stream), deferred(defers ? g.n : 0, stream);
   const size_t fast_smem =
       blocks::kFlagsBytes + blocks::fast_metrics_smem_doubles(C, blocks::fast_with_s1(g, p)) * 8;
   blocks::with_fast_metrics_shape(C, [&]<bool kStaged, bool kTiles>() {
-    launch(metrics_fast_kernel<kStaged, kTiles>, g.n, threads, fast_smem, stream, g, p, out, left.left());
+    launch(metrics_fast_kernel<kStaged, kTiles>, g.n, threads, fast_smem, stream, g, p, out, left.left(),
+           deferred.left());
   });
+  // The deferred inv_method_only sums (a small grid over the list: none at all where no L is finite).
+  if (defers)
+    launch(method_kernel, std::min(g.n, kSlowGrid), threads, blocks::kFlagsBytes + blocks::method_smem_doubles(C) * 8,
+           stream, g, p, out, deferred.left());
   launch(metrics_kernel, std::min(g.n, kSlowGrid), threads, blocks::kFlagsBytes + blocks::metrics_smem_doubles(C) * 8,
          stream, g, p, out, left.left());
 }

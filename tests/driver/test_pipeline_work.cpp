@@ -121,6 +121,20 @@ TEST(PipelineWork, KernelBytesAreTheNotesMemoryFloor) {
   }
 }
 
+// Above C = 32 the kernel entry's inv_method_only is a program of its own,
+// which reads the kernel's L and INV (FP16) a second time; at C <= 32 the
+// fast program forms it from what it has staged.
+TEST(PipelineWork, DeferredMethodReadsTheKernelsLAndInvAgain) {
+  auto method_bytes = [](int C) {
+    PipelineWorkShape on = shape(C), off = shape(C);
+    off.kernel_entry.method_only = false;
+    return stage_work("metrics(kernel)", on).bytes - stage_work("metrics(kernel)", off).bytes;
+  };
+  EXPECT_EQ(method_bytes(32), 0);
+  EXPECT_EQ(method_bytes(33), 33 * 33 * 4);
+  EXPECT_EQ(method_bytes(64), 64 * 64 * 4);
+}
+
 TEST(PipelineWork, FoldReadsEachValueOnce) {
   PipelineWorkShape s = shape(32);
   s.folded_values = 13 + 13 + 4;

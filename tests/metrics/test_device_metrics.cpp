@@ -100,20 +100,30 @@ void gold_on_host(const gpu::GoldOnDevice& a) {
 }
 
 FastCounts fast_counts;  // the fast metrics program's, over the whole test run
+long deferred_count = 0;  // samples whose inv_method_only it left to method_fast_program
 
-// As metrics_on_device runs them: the fast program, then the full one on the samples it leaves.
+// As metrics_on_device runs them: the fast program, then the method program
+// on the samples whose inv_method_only it defers, then the full one on the
+// samples it leaves.
 void metrics_on_host(const gpu::GoldRead& g, const gpu::PathOnDevice& p, double* out) {
   using namespace gpu::blocks;
   // Each program its own shared memory, sized as the device's launch sizes it.
   std::vector<double> sm(metrics_smem_doubles(g.chunk), -7.0);
   std::vector<double> fast(fast_metrics_smem_doubles(g.chunk, fast_with_s1(g, p)), -7.0);
+  std::vector<double> method(method_smem_doubles(g.chunk), -7.0);
   BlockFlags fl{};
   const HostBlock blk{block_threads(g.chunk)};
-  std::vector<int> slow(size_t(g.n), -1);
+  std::vector<int> slow(size_t(g.n), -1), defer(size_t(g.n), -1);
+  const bool defers = fast_defers(g, p);
   for (long s = 0; s < g.n; ++s) {
     with_fast_metrics_shape(g.chunk, [&]<bool kStaged, bool kTiles>() {
-      metrics_fast_program<kStaged, kTiles>(blk, g, p, out, s, fast.data(), &fl, slow.data());
+      metrics_fast_program<kStaged, kTiles>(blk, g, p, out, s, fast.data(), &fl, slow.data(),
+                                            defers ? defer.data() : nullptr);
     });
+    if (defers && defer[s]) {
+      method_fast_program(blk, g, p, out, s, method.data());
+      ++deferred_count;
+    }
     if (slow[s]) metrics_program(blk, g, p, out, s, sm.data(), &fl);
     ++(slow[s] ? fast_counts.slow : fast_counts.fast);
   }
@@ -870,6 +880,9 @@ TEST(DeviceMetrics, MetricProgramsOnTheCpuAreEvaluateBitForBit) {
   // overflow above INV's (kinds 3 and 4, half the time) and a non-finite gold L (extreme batches) are not.
   EXPECT_GT(fast_counts.fast, fast_counts.slow);
   EXPECT_GT(fast_counts.slow, 0);
+  // Above C = 32 the fast program leaves inv_method_only to method_fast_program wherever it is finite.
+  std::printf("the method program took %ld samples' inv_method_only\n", deferred_count);
+  EXPECT_GT(deferred_count, 0);
   std::printf("pair: the fast program took %ld entries, left %ld\n", pair_counts.fast, pair_counts.slow);
   EXPECT_GT(pair_counts.fast, pair_counts.slow);
   EXPECT_GT(pair_counts.slow, 0);
