@@ -244,11 +244,25 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
           oi[p] = 8 * I;
           oj[p] = 8 * J;
         }
-        for (int k = 0; k < kn4; k += 4) {
-          const double* row = base + k * KS;
-          CHUNKINV_UNROLL
-          for (int p = 0; p < kMaxDmma; ++p)
-            if (warp + p * W < nt) dmma_m8n8k4(A.v[p][0], A.v[p][1], row[oi[p]], row[oj[p]]);
+        // The warp's tiles q = warp, warp + W, ... below nt: as many as it
+        // holds at C = 64 (9 of 36 on each of 4 warps) and 32 (5 of 10 on
+        // 2), where the loop then needs no test a tile. With the test, each
+        // MMA had its own branch, warp synchronisation and address
+        // arithmetic (call 2's SASS: about 14 instructions an MMA, 16.8% of
+        // the gold's instructions at C = 64).
+        if ((nt - warp + W - 1) / W == kMaxDmma) {
+          for (int k = 0; k < kn4; k += 4) {
+            const double* row = base + k * KS;
+            CHUNKINV_UNROLL
+            for (int p = 0; p < kMaxDmma; ++p) dmma_m8n8k4(A.v[p][0], A.v[p][1], row[oi[p]], row[oj[p]]);
+          }
+        } else {
+          for (int k = 0; k < kn4; k += 4) {
+            const double* row = base + k * KS;
+            CHUNKINV_UNROLL
+            for (int p = 0; p < kMaxDmma; ++p)
+              if (warp + p * W < nt) dmma_m8n8k4(A.v[p][0], A.v[p][1], row[oi[p]], row[oj[p]]);
+          }
         }
 #else
         // The lane's entries summed in channel order: where the bound holds,
