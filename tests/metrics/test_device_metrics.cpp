@@ -892,6 +892,60 @@ TEST(DeviceMetrics, MetricProgramsOnTheCpuAreEvaluateBitForBit) {
   EXPECT_EQ(differing, 0);
 }
 
+// A gold L the fast rules do not cover (a nonzero above its diagonal, or an
+// entry not finite) sends the sample to the full program wherever a value
+// reads it, however the fast program stages it (above C = 32 it reads the
+// gold L apart, after the other operands, and only where the path's L or
+// INV is finite): the values are the full program's, which puts the gold
+// L's junk into l_rel_rmse and the residual where the fast sums would skip
+// it. The batch: model_like at C, the gold L of path_arrays' clean samples
+// (their L and INV finite) poisoned.
+struct PoisonedGold {
+  Batch b;
+  std::vector<double> gl, gi;
+  PathArrays p;
+  long poisoned = 0;
+};
+PoisonedGold poisoned_gold(int C) {
+  PoisonedGold q;
+  q.b = family_batch("model_like", false, C, 128, 24, 900 + uint64_t(C));
+  const std::vector<GoldOutput> gold = cpu_gold(q.b);
+  q.gl = flat(gold, false);
+  q.gi = flat(gold, true);
+  q.p = path_arrays(q.b, gold, 31 + uint64_t(C));
+  const size_t csq = size_t(C) * C;
+  for (int s = 0; s < q.b.n(); ++s) {
+    if (s % 8 != 0 && s % 8 != 1) continue;  // path_arrays' clean kinds
+    const size_t at = size_t(s) * csq;
+    if (s % 16 < 8) q.gl[at + 2 * size_t(C) + 5] = 0.25;  // above the diagonal
+    else q.gl[at + 5 * size_t(C) + 2] = NAN;              // below it, not finite
+    ++q.poisoned;
+  }
+  return q;
+}
+constexpr int kPoisonedChunks[] = {16, 33, 64};
+
+TEST(DeviceMetrics, FastProgramLeavesAGoldLItsRulesDoNotCover) {
+  long differing = 0, poisoned = 0;
+  const long slow_before = fast_counts.slow;
+  for (int C : kPoisonedChunks) {
+    const PoisonedGold q = poisoned_gold(C);
+    poisoned += q.poisoned;
+    const gpu::GoldRead g{q.b.n(), C, q.gl.data(), q.gi.data()};
+    for (Variant v : {Variant::kPath, Variant::kNoGoldRun}) {
+      std::vector<double> fast(size_t(q.b.n()) * gpu::kNeumannMetricCount, -1.0), full(fast.size(), -2.0);
+      metrics_on_host(g, path_view(q.p, v, q.gl.data()), fast.data());
+      full_metrics_on_host(g, path_view(q.p, v, q.gl.data()), full.data());
+      differing +=
+          values_differing(fast, full, q.b.what + " (a gold L the rules do not cover)", gpu::kNeumannMetricCount);
+    }
+  }
+  std::printf("%ld samples with a gold L the rules do not cover; the full program took %ld samples\n", poisoned,
+              fast_counts.slow - slow_before);
+  EXPECT_GE(fast_counts.slow - slow_before, 2 * poisoned);
+  EXPECT_EQ(differing, 0);
+}
+
 // ---- The same on the GPU ---------------------------------------------------
 
 #ifdef CHUNKINV_HAVE_CUDA
@@ -1030,6 +1084,34 @@ TEST(DeviceMetrics, MetricsOnDeviceAreEvaluateBitForBit) {
 #endif
 }
 
+
+// The launch with a gold L its fast rules do not cover (the CPU test above):
+// the full program's values.
+TEST(DeviceMetrics, MetricsOnDeviceLeaveAGoldLTheRulesDoNotCover) {
+  CHUNKINV_REQUIRE_GPU();
+#ifdef CHUNKINV_HAVE_CUDA
+  long differing = 0, values = 0;
+  for (int C : kPoisonedChunks) {
+    const PoisonedGold q = poisoned_gold(C);
+    const DeviceArray<double> gl(q.gl), gi(q.gi);
+    const gpu::GoldRead g{q.b.n(), C, gl.get(), gi.get()};
+    const DevicePath dp(q.p);
+    for (Variant v : {Variant::kPath, Variant::kNoGoldRun}) {
+      DeviceArray<double> out(size_t(q.b.n()) * gpu::kNeumannMetricCount);
+      gpu::metrics_on_device(g, dp.view(q.p, v, gl.get()), out.get(), nullptr);
+      std::vector<double> full(out.host().size(), -2.0);
+      full_metrics_on_host(gpu::GoldRead{q.b.n(), C, q.gl.data(), q.gi.data()}, path_view(q.p, v, q.gl.data()),
+                           full.data());
+      differing += values_differing(out.host(), full, q.b.what + " (a gold L the rules do not cover, GPU)",
+                                    gpu::kNeumannMetricCount);
+      values += long(full.size());
+    }
+  }
+  std::printf("a gold L the rules do not cover, on the GPU: %ld of %ld values differ from the full program's\n",
+              differing, values);
+  EXPECT_EQ(differing, 0);
+#endif
+}
 TEST(DeviceMetrics, RejectsChunksBeyondTheShapesItHandles) {
   CHUNKINV_REQUIRE_GPU();
 #ifdef CHUNKINV_HAVE_CUDA
