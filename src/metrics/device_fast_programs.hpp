@@ -147,20 +147,6 @@ CHUNKINV_HD void stage_entries(const Block& blk, int C, int t, const PathL& path
   if (upper) blk.set_bits(&fl->upper, upper);
 }
 
-// The gold L's flags as stage_entries sets them (kGoldLBad: an entry not
-// finite; kUpperGoldL: a nonzero above the diagonal), from a pass of their
-// own over its C x C entries: thread t's share.
-template <class Block>
-CHUNKINV_HD void gold_l_flags(const Block& blk, int C, int t, const double* gl, BlockFlags* fl) {
-  int upper = 0;
-  matrix_entries(C, blk.threads, t, [&](int e, int i, int j) {
-    const double v = gl[e];
-    if (!std::isfinite(v)) upper |= kGoldLBad;
-    if (j > i && v != 0.0) upper |= kUpperGoldL;
-  });
-  if (upper) blk.set_bits(&fl->upper, upper);
-}
-
 // Column c of the exact inverse of I + L (L finite, its lower triangle
 // packed in lp) into s1, lower triangle packed by rows. The solve starts at
 // row c & ~31 (a warp's threads walk the same (i, j)), and its rows above c
@@ -302,14 +288,9 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
     if (t == 0) fl->l_bad = fl->inv_bad = fl->zeros = fl->nonfinite = fl->upper = fl->sinv_bad = fl->s2_bad = 0;
     for (int q = t; q < kFastSums * fp64::kSumClasses; q += T) m.acc[q] = 0.0;
   });
-  // Above C = 32 the gold L is staged apart, after the others, and only
-  // where a value reads it: its flags matter to the rules only where the
-  // path's L or INV is finite (fast_rules_hold), and the kernel path's L
-  // is finite in no model_like sample at C = 64 (32 KB a sample not read).
-  constexpr bool kGoldLApart = !kTiles;
   blk.each([&](int t) {
     count_decays(blk, p, s, t, fl);
-    stage_entries(blk, C, t, staged_l, read_gold_l && !kGoldLApart ? gl : nullptr, gi, p.inv + at,
+    stage_entries(blk, C, t, staged_l, read_gold_l ? gl : nullptr, gi, p.inv + at,
                   p.gold_l_inv ? p.gold_l_inv + at : nullptr, fl,
                   [&](int k, double l, double gle, double gie, uint16_t ib, uint16_t) {
                     if (kTiles && with_s1) m.lp[k] = l;  // for the solve
@@ -320,9 +301,6 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
                     }
                   });
   });
-  if constexpr (kGoldLApart) {
-    if (read_gold_l && (fl->l_bad == 0 || fl->inv_bad == 0)) blk.each([&](int t) { gold_l_flags(blk, C, t, gl, fl); });
-  }
   const bool l_ok = fl->l_bad == 0, inv_ok = fl->inv_bad == 0, method = l_ok && inv_ok && p.method_only;
   const bool gold_run_ok = p.gold_l_inv != nullptr && fl->sinv_bad == 0;
   // inv_method_only's sums left to method_fast_program: formed neither here

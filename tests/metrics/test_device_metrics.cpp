@@ -894,12 +894,11 @@ TEST(DeviceMetrics, MetricProgramsOnTheCpuAreEvaluateBitForBit) {
 
 // A gold L the fast rules do not cover (a nonzero above its diagonal, or an
 // entry not finite) sends the sample to the full program wherever a value
-// reads it, however the fast program stages it (above C = 32 it reads the
-// gold L apart, after the other operands, and only where the path's L or
-// INV is finite): the values are the full program's, which puts the gold
-// L's junk into l_rel_rmse and the residual where the fast sums would skip
-// it. The batch: model_like at C, the gold L of path_arrays' clean samples
-// (their L and INV finite) poisoned.
+// reads it: the values are the full program's, which puts the gold L's
+// junk into l_rel_rmse and the residual where the fast sums would skip it.
+// (A fast program that staged the gold L apart and left out its flags'
+// pass failed here at C = 33.) The batch: model_like at C, the gold L of
+// path_arrays' clean samples (their L and INV finite) poisoned.
 struct PoisonedGold {
   Batch b;
   std::vector<double> gl, gi;
