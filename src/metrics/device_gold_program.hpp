@@ -244,13 +244,16 @@ CHUNKINV_HD void gold_program(const Block& blk, const GoldOnDevice& a, long s, d
           oi[p] = 8 * I;
           oj[p] = 8 * J;
         }
-        // The warp's tiles q = warp, warp + W, ... below nt: as many as it
-        // holds at C = 64 (9 of 36 on each of 4 warps) and 32 (5 of 10 on
-        // 2), where the loop then needs no test a tile. With the test, each
-        // MMA had its own branch, warp synchronisation and address
-        // arithmetic (call 2's SASS: about 14 instructions an MMA, 16.8% of
-        // the gold's instructions at C = 64).
-        if ((nt - warp + W - 1) / W == kMaxDmma) {
+        // Above C = 32, where the warp holds as many tiles q = warp, warp +
+        // W, ... below nt as it can (at C = 64 9 of 36 on each of 4 warps),
+        // the loop runs without the test a tile, which gave each MMA its own
+        // branch, warp synchronisation and address arithmetic (about 14
+        // instructions an MMA, 16.8% of the gold's instructions at C = 64):
+        // the gold 154.6 -> 150.3 ns a sample at C = 64. At C = 32 (5 of 10
+        // on 2 warps) it took the gold's registers 64 -> 72 and its time
+        // 42.4 -> 44.0 ns, so the test stays there
+        // (docs/notes/gpu-notes.md, "Eleventh lease").
+        if (kColumns && (nt - warp + W - 1) / W == kMaxDmma) {
           for (int k = 0; k < kn4; k += 4) {
             const double* row = base + k * KS;
             CHUNKINV_UNROLL
