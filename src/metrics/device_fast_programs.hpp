@@ -58,6 +58,14 @@ CHUNKINV_HD inline bool fast_rules_hold(int upper, bool l_ok, bool inv_ok, bool 
   if (gold_run_ok) needs |= kUpperGoldRun | kUpperGoldInv;                  // inv_gold_l_rel_rmse
   return (upper & needs) == 0;
 }
+// A rel_rmse over a C x C matrix from its two sums (fp64::RelRmse, as evaluate forms it).
+CHUNKINV_HD inline double rel_rmse_value(double err, double ref, bool finite, int C) {
+  fp64::RelRmse r;
+  r.err = err;
+  r.ref = ref;
+  r.finite = finite;
+  return r.value(C * C);
+}
 // The sums metrics_fast_program forms, FastSum q's bit 1 << q: those the
 // values read, each once (l: l_rel_rmse asked for and the path's L finite;
 // inv: INV finite; run: the run on the gold L there and finite; method:
@@ -402,13 +410,7 @@ CHUNKINV_HD void metrics_fast_program(const Block& blk, const GoldRead& g, const
     if (t != 0) return;
     double* o = out + size_t(s) * kNeumannMetricCount;
     auto sum = [&](FastSum q) { return fp64::class_total(m.acc + q * K); };
-    auto value = [&](double err, double ref, bool finite) {
-      fp64::RelRmse r;
-      r.err = err;
-      r.ref = ref;
-      r.finite = finite;
-      return r.value(C * C);
-    };
+    auto value = [&](double err, double ref, bool finite) { return rel_rmse_value(err, ref, finite, C); };
     const double inv_err = sum(kFastInvErr), gi_ref = sum(kFastGiRef);
     write_counts_and_diagnostics(o, p, s, fl, l_ok, inv_ok);
     if (!read_l) o[id::kLFinite] = NAN;  // l_finite, not asked for
@@ -467,11 +469,8 @@ CHUNKINV_HD void method_fast_program(const Block& blk, const GoldRead& g, const 
   }
   blk.each([&](int t) {
     if (t != 0) return;
-    fp64::RelRmse r;
-    r.err = fp64::class_total(m.acc + kFastMethodErr * K);
-    r.ref = fp64::class_total(m.acc + kFastMethodRef * K);
-    r.finite = true;
-    out[size_t(s) * kNeumannMetricCount + id::kInvMethodOnlyRelRmse] = r.value(C * C);
+    out[size_t(s) * kNeumannMetricCount + id::kInvMethodOnlyRelRmse] = rel_rmse_value(
+        fp64::class_total(m.acc + kFastMethodErr * K), fp64::class_total(m.acc + kFastMethodRef * K), true, C);
   });
 }
 
@@ -635,13 +634,7 @@ CHUNKINV_HD void pair_fast_program(const Block& blk, const GoldRead& g, const Pa
   }
 
   blk.each([&](int t) {
-    auto value = [&](double err, double ref, bool finite) {
-      fp64::RelRmse r;
-      r.err = err;
-      r.ref = ref;
-      r.finite = finite;
-      return r.value(C * C);
-    };
+    auto value = [&](double err, double ref, bool finite) { return rel_rmse_value(err, ref, finite, C); };
     const double ones = residual_ref(C);  // the residuals' reference sums
     auto sum = [&](int q) { return fp64::class_total(m.acc + q * fp64::kSumClasses); };
     if (t == 0 && k_fast) {

@@ -84,6 +84,12 @@ __device__ inline void leave_if_slow(const Left& left, long s) {
   if (threadIdx.x == 0 && left.flags[s]) left.list[atomicAdd(left.count, 1)] = int(s);
 }
 constexpr int kSlowGrid = 1024;  // blocks of a full-program kernel: the left samples are few
+// Calls f(s) for the block's share of the samples a Left lists (a grid-stride walk of its list).
+template <class F>
+__device__ void each_left(const Left& left, F&& f) {
+  const int n = *left.count;
+  for (int q = int(blockIdx.x); q < n; q += int(gridDim.x)) f(long(left.list[q]));
+}
 
 template <int kMaxTiles, bool kChannel, bool kColumns, bool kTensor>
 __global__ void gold_kernel(GoldOnDevice a, Left left) {
@@ -114,9 +120,7 @@ __global__ void __launch_bounds__(128, 8) metrics_fast_kernel(GoldRead g, PathOn
 
 __global__ void method_kernel(GoldRead g, PathOnDevice p, double* out, Left deferred) {
   const Smem m = carve();
-  const int n = *deferred.count;
-  for (int q = int(blockIdx.x); q < n; q += int(gridDim.x))
-    blocks::method_fast_program(DeviceBlock{int(blockDim.x)}, g, p, out, long(deferred.list[q]), m.sm);
+  each_left(deferred, [&](long s) { blocks::method_fast_program(DeviceBlock{int(blockDim.x)}, g, p, out, s, m.sm); });
 }
 
 template <bool kStaged>
@@ -132,9 +136,7 @@ __global__ void pair_fast_kernel(GoldRead g, PathOnDevice pk, PathOnDevice pg, d
 
 __global__ void metrics_kernel(GoldRead g, PathOnDevice p, double* out, Left left) {
   const Smem m = carve();
-  const int n = *left.count;
-  for (int q = int(blockIdx.x); q < n; q += int(gridDim.x))
-    blocks::metrics_program(DeviceBlock{int(blockDim.x)}, g, p, out, long(left.list[q]), m.sm, m.fl);
+  each_left(left, [&](long s) { blocks::metrics_program(DeviceBlock{int(blockDim.x)}, g, p, out, s, m.sm, m.fl); });
 }
 
 __global__ void reference_fast_kernel(GoldRead g, double* out, Left left) {
@@ -146,9 +148,7 @@ __global__ void reference_fast_kernel(GoldRead g, double* out, Left left) {
 
 __global__ void reference_kernel(GoldRead g, double* out, Left left) {
   const Smem m = carve();
-  const int n = *left.count;
-  for (int q = int(blockIdx.x); q < n; q += int(gridDim.x))
-    blocks::reference_program(DeviceBlock{int(blockDim.x)}, g, out, long(left.list[q]), m.sm, m.fl);
+  each_left(left, [&](long s) { blocks::reference_program(DeviceBlock{int(blockDim.x)}, g, out, s, m.sm, m.fl); });
 }
 
 // Dynamic shared memory beyond 48 KB needs the kernel's opt-in, given once
